@@ -1,0 +1,50 @@
+"""Fixtures shared by every test suite: moto server, the real tritonserver, ansible-playbook runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness.moto import MotoServer
+from tests.harness.triton import TritonServer, write_model
+
+
+@pytest.fixture
+def moto_server(tmp_path: Path) -> Iterator[MotoServer]:
+    """A fresh moto server on a free loopback port, stopped after the test."""
+    server = MotoServer(tmp_path).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """One moto server for a whole test module (state carries across its tests)."""
+    server = MotoServer(tmp_path_factory.mktemp("moto")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model_repository(tmp_path: Path) -> Path:
+    """A Triton model repository with one python-backend model, `simple` (OUTPUT0 = INPUT0 + 1)."""
+    repo = tmp_path / "models"
+    write_model(repo, "simple", offset=1.0)
+    return repo
+
+
+@pytest.fixture
+def triton_server(tmp_path: Path) -> Iterator[Callable[..., TritonServer]]:
+    """Factory: start the real tritonserver on free ports over a repository; every server stops after the test."""
+    started: list[TritonServer] = []
+
+    def start(model_repository: Path, models: tuple[str, ...] = (), wait_ready: bool = True, extra_args: tuple[str, ...] = ()) -> TritonServer:
+        server = TritonServer(model_repository, tmp_path, models=models, extra_args=extra_args)
+        started.append(server)
+        return server.start(wait_ready=wait_ready)
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,0 +1,31 @@
+"""A small Triton python-backend model: OUTPUT0 = INPUT0 + offset, after an optional delay.
+
+Behaviour comes from config.pbtxt parameters so one file serves every test model:
+offset (float), delay_ms (int), fail_to_load ("true" makes initialize raise).
+"""
+
+import json
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+        if params.get("fail_to_load") == "true":
+            raise RuntimeError("model configured to fail loading (fail_to_load=true)")
+        self.offset = np.float32(params.get("offset", "0"))
+        self.delay_s = int(params.get("delay_ms", "0")) / 1000.0
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            values = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            output = pb_utils.Tensor("OUTPUT0", (values + self.offset).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[output]))
+        return responses
