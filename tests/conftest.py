@@ -40,7 +40,9 @@ def triton_server(tmp_path: Path) -> Iterator[Callable[..., TritonServer]]:
     """Factory: start the real tritonserver on free ports over a repository; every server stops after the test."""
     started: list[TritonServer] = []
 
-    def start(model_repository: Path, models: tuple[str, ...] = (), wait_ready: bool = True, extra_args: tuple[str, ...] = ()) -> TritonServer:
+    def start(
+        model_repository: Path, models: tuple[str, ...] = (), wait_ready: bool = True, extra_args: tuple[str, ...] = ()
+    ) -> TritonServer:
         server = TritonServer(model_repository, tmp_path, models=models, extra_args=extra_args)
         started.append(server)
         return server.start(wait_ready=wait_ready)

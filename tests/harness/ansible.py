@@ -85,7 +85,7 @@ def run_playbook(
     cmd += list(args)
     full_env = playbook_env(env)
     full_env["ANSIBLE_STDOUT_CALLBACK"] = "json"
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO_ROOT, timeout=timeout_s)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO_ROOT, timeout=timeout_s, check=False)
     tasks: list[dict] = []
     try:
         report = json.loads(proc.stdout)

@@ -12,10 +12,25 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_BASE = "inferops-test/debian-base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# The wheel's tritonserver 2.51 on Debian, laid out like NGC's tritonserver:<yy.mm>-py3 (CPU only).
+TRITON_CPU_BASE = "inferops-test/tritonserver-cpu:2.51-bookworm"
+TRITON_CPU_BASE_DOCKERFILE = """\
+FROM {debian}
+# The python-backend stub links libpython3.11; test models import numpy. python3 runs the role's scripts.
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-numpy libpython3.11 \\
+ && rm -rf /var/lib/apt/lists/*
+# NGC's image user: triton-server, uid/gid 1000.
+RUN groupadd --gid 1000 triton-server && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash triton-server
+COPY --chown=0:0 . /opt/tritonserver/
+ENV PATH=/opt/tritonserver/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+WORKDIR /opt/tritonserver
+LABEL org.opencontainers.image.title="tritonserver-cpu (test base)" org.opencontainers.image.version="2.51"
+"""
 
 
 def image_exists(ref: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+    return subprocess.run(["docker", "image", "inspect", ref], capture_output=True, check=False).returncode == 0
 
 
 def debian_base() -> str:
@@ -40,5 +55,27 @@ def debian_base() -> str:
     return DEBIAN_BASE
 
 
+def triton_cpu_base() -> str:
+    """A CPU stand-in for NGC's tritonserver image: the Debian base plus the wheel's server tree at /opt/tritonserver.
+
+    Like NGC: bin/, lib/, backends/python (with the 3.11 stub), caches/ under /opt/tritonserver, user triton-server
+    (uid 1000), python3. Unlike NGC: no CUDA, no nvidia-smi. Cached in dockerd once built (about a minute).
+    """
+    if image_exists(TRITON_CPU_BASE):
+        return TRITON_CPU_BASE
+    from .triton import triton_home
+
+    home = triton_home()
+    dockerfile = TRITON_CPU_BASE_DOCKERFILE.format(debian=debian_base())
+    subprocess.run(
+        ["docker", "build", "--quiet", "-t", TRITON_CPU_BASE, "-f", "-", str(home)],
+        input=dockerfile.encode(),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return TRITON_CPU_BASE
+
+
 if __name__ == "__main__":
     print(debian_base())
+    print(triton_cpu_base())

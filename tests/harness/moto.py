@@ -27,9 +27,7 @@ class MotoServer:
     def start(self) -> MotoServer:
         moto = Path(sys.executable).with_name("moto_server")
         log = self.log_path.open("w")
-        self._proc = subprocess.Popen(
-            [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT
-        )
+        self._proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
         wait_until(self._is_up, 30, "moto server")
         return self
 
