@@ -17,7 +17,7 @@ fi
 # ansible-test bootstraps pip in each test venv from a downloaded get-pip.py; give it an offline one.
 pip_pin=$(grep -oP "pip='\K[0-9.]+" "$sanity_venv"/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py)
 mkdir -p ~/.ansible/test/cache
-cp scripts/ansible_test_get_pip.py ~/.ansible/test/cache/get_pip_${pip_pin//./_}.py
+cp scripts/ansible_test_get_pip.py ~/.ansible/test/cache/"get_pip_${pip_pin//./_}.py"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

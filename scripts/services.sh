@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Starts the services the tests and the local rehearsal use, when they are not running:
-# dockerd, and a Docker registry on 127.0.0.1:5000. moto server and tritonserver are started
-# per test by the pytest fixtures, and by the local inventory's playbooks.
+# dockerd, a Docker registry on 127.0.0.1:5000, and a moto server (the local AWS API of inventories/local)
+# on 127.0.0.1:5100. The tests start their own moto servers and tritonservers on free ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 registry_addr=${INFEROPS_REGISTRY_ADDR:-127.0.0.1:5000}
+moto_addr=${INFEROPS_MOTO_ADDR:-127.0.0.1:5100}
 state=.cache/services
 mkdir -p "$state"
 
@@ -44,7 +45,15 @@ YAML
   wait_for registry curl -fsS "http://$registry_addr/v2/"
 }
 
+start_moto() {  # inventories/local's AWS endpoint; state lives in memory until the process ends
+  curl -fsS "http://$moto_addr/moto-api/" >/dev/null 2>&1 && return 0
+  [ -x .venv/bin/moto_server ] || { echo "services: .venv/bin/moto_server missing; run 'make setup'" >&2; exit 1; }
+  echo "services: starting moto server on $moto_addr"
+  nohup .venv/bin/moto_server -H "${moto_addr%:*}" -p "${moto_addr##*:}" >"$state/moto.log" 2>&1 &
+  wait_for "moto server" curl -fsS "http://$moto_addr/moto-api/"
+}
+
 case "${1:-start}" in
-  start) start_dockerd; start_registry ;;
+  start) start_dockerd; start_registry; start_moto ;;
   *) echo "usage: $0 start" >&2; exit 2 ;;
 esac

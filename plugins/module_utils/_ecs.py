@@ -1,0 +1,136 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The one place this collection calls the ECS (and ECR) APIs: one thin function per call.
+
+Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
+and calls with `aws_retry=True`; errors propagate as botocore exceptions for the module to report
+through `fail_json_aws`. Grouped by resource: task definitions, services, ECR images.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from botocore.exceptions import ClientError
+except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
+    ClientError = Exception  # type: ignore[assignment,misc]
+
+# ---------------------------------------------------------------- task definitions
+
+
+def describe_task_definition(ecs: Any, task_definition: str) -> dict[str, Any] | None:
+    """The task definition (latest ACTIVE revision for a bare family) with its tags, or None when there is none."""
+    try:
+        return ecs.describe_task_definition(aws_retry=True, taskDefinition=task_definition, include=["TAGS"])
+    except ClientError as e:
+        code = e.response.get("Error", {}).get("Code", "")
+        message = e.response.get("Error", {}).get("Message", "")
+        # ECS answers a family with no ACTIVE revision with ClientException "Unable to describe task definition."
+        if code == "ClientException" and "unable to describe task definition" in message.lower():
+            return None
+        raise
+
+
+def latest_active_task_definition(ecs: Any, family: str) -> dict[str, Any] | None:
+    """The latest ACTIVE revision of a family with its tags: one call, whatever the number of revisions.
+
+    AWS answers a bare family with its latest ACTIVE revision. moto answers with the highest revision even
+    when it is INACTIVE; only then do we fall back to listing the ACTIVE revisions.
+    """
+    found = describe_task_definition(ecs, family)
+    if found is None or found["taskDefinition"].get("status", "ACTIVE") == "ACTIVE":
+        return found
+    active = list_task_definitions(ecs, family)
+    return describe_task_definition(ecs, active[0]) if active else None
+
+
+def register_task_definition(ecs: Any, definition: dict[str, Any]) -> dict[str, Any]:
+    """Registers `definition` (register_task_definition arguments, tags included); returns the describe-shaped answer."""
+    return ecs.register_task_definition(aws_retry=True, **definition)
+
+
+def deregister_task_definition(ecs: Any, task_definition_arn: str) -> dict[str, Any]:
+    return ecs.deregister_task_definition(aws_retry=True, taskDefinition=task_definition_arn)["taskDefinition"]
+
+
+def list_task_definitions(ecs: Any, family: str, status: str = "ACTIVE") -> list[str]:
+    """Every revision ARN of a family, newest first. Used only where all revisions matter (keep_revisions, absent)."""
+    arns: list[str] = []
+    kwargs: dict[str, Any] = {"familyPrefix": family, "status": status, "sort": "DESC"}
+    while True:
+        page = ecs.list_task_definitions(aws_retry=True, **kwargs)
+        # familyPrefix matches by prefix; keep this family's own revisions only.
+        arns += [arn for arn in page.get("taskDefinitionArns", []) if arn.rsplit("/", 1)[-1].rsplit(":", 1)[0] == family]
+        if not page.get("nextToken"):
+            break
+        kwargs["nextToken"] = page["nextToken"]
+    return sorted(arns, key=revision_of, reverse=True)
+
+
+def revision_of(task_definition_arn: str) -> int:
+    return int(task_definition_arn.rsplit(":", 1)[-1])
+
+
+# ---------------------------------------------------------------- clusters and services
+
+
+def list_clusters(ecs: Any) -> list[str]:
+    arns: list[str] = []
+    kwargs: dict[str, Any] = {}
+    while True:
+        page = ecs.list_clusters(aws_retry=True, **kwargs)
+        arns += page.get("clusterArns", [])
+        if not page.get("nextToken"):
+            return arns
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def list_services(ecs: Any, cluster: str) -> list[str]:
+    arns: list[str] = []
+    kwargs: dict[str, Any] = {"cluster": cluster}
+    while True:
+        page = ecs.list_services(aws_retry=True, **kwargs)
+        arns += page.get("serviceArns", [])
+        if not page.get("nextToken"):
+            return arns
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def describe_services(ecs: Any, cluster: str, services: list[str]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(services), 10):  # the API takes at most 10 services a call
+        found += ecs.describe_services(aws_retry=True, cluster=cluster, services=services[start : start + 10])["services"]
+    return found
+
+
+def task_definitions_in_use(ecs: Any, clusters: list[str] | None = None) -> dict[str, list[str]]:
+    """Task definition ARN -> services (cluster/service) whose primary or any running deployment uses it."""
+    used: dict[str, list[str]] = {}
+    for cluster in clusters if clusters is not None else list_clusters(ecs):
+        services = list_services(ecs, cluster)
+        if not services:
+            continue
+        for service in describe_services(ecs, cluster, services):
+            if service.get("status") == "INACTIVE":
+                continue
+            arns = {service.get("taskDefinition")} | {d.get("taskDefinition") for d in service.get("deployments") or []}
+            for arn in arns - {None}:
+                used.setdefault(arn, []).append(f"{cluster.rsplit('/', 1)[-1]}/{service.get('serviceName')}")
+    return used
+
+
+# ---------------------------------------------------------------- ECR images
+
+
+def image_digest(ecr: Any, registry_id: str, repository: str, tag: str) -> str | None:
+    """sha256 digest of `repository:tag` in ECR, or None when the tag does not exist."""
+    try:
+        images = ecr.describe_images(aws_retry=True, registryId=registry_id, repositoryName=repository, imageIds=[{"imageTag": tag}])[
+            "imageDetails"
+        ]
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("ImageNotFoundException", "RepositoryNotFoundException"):
+            return None
+        raise
+    return images[0]["imageDigest"] if images else None

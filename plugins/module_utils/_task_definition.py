@@ -1,0 +1,519 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""Pure functions behind the task_definition module: validate, render, canonicalise and diff.
+
+Nothing here talks to AWS. The canonical form is what makes re-applies free of phantom revisions:
+what we would register and what describe_task_definition returns for it compare equal, although
+AWS fills defaults, drops empty fields and reorders lists on its side.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+TRITON_CONTAINER = "triton"
+MODEL_VOLUME = "model-repository"
+# The image's entrypoint (roles/triton_image) on SIGTERM: drains up to drain_timeout_s, waits up to this long for the
+# models to unload, then forwards SIGTERM to tritonserver, which exits within --exit-timeout-secs.
+UNLOAD_BUDGET_S = 15
+# Seconds for the processes to exit after that, before ECS would SIGKILL.
+EXIT_MARGIN_S = 5
+# ECS rejects a container stopTimeout above this on EC2 (ECS_CONTAINER_STOP_TIMEOUT caps it too).
+EC2_MAX_STOP_TIMEOUT_S = 120
+NETWORK_MODES = ("awsvpc", "bridge", "host", "none")
+MODEL_CONTROL_MODES = ("explicit", "poll", "none")
+DEFAULT_HEALTH_COMMAND = ["CMD", "/opt/inferops/bin/triton_healthcheck.py"]
+
+# Fields describe_task_definition returns that are not part of what is registered.
+READ_ONLY_FIELDS = (
+    "taskDefinitionArn",
+    "revision",
+    "status",
+    "requiresAttributes",
+    "compatibilities",
+    "registeredAt",
+    "registeredBy",
+    "deregisteredAt",
+    "deleteRequestedAt",
+)
+
+_FAMILY = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+_DIGEST_REF = re.compile(r"^(?P<repo>[^@\s]+)@sha256:[0-9a-f]{64}$")
+_ECR_REPO = re.compile(r"^(?P<registry>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(?P<name>.+)$")
+_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:(ssm|secretsmanager):[a-z0-9-]+:\d{12}:(parameter/|secret:).+")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class TaskDefinitionError(ValueError):
+    """Bad input: every message names the field, the value and the fix."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+# ---------------------------------------------------------------- image references
+
+
+def split_image(image: str) -> dict[str, str | None]:
+    """`repo[:tag][@sha256:...]` into repository, tag and digest (the registry port is not a tag)."""
+    digest = None
+    if "@" in image:
+        image, digest = image.split("@", 1)
+    tag = None
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        image, tag = image.rsplit(":", 1)
+    return {"repository": image, "tag": tag, "digest": digest}
+
+
+def ecr_repository(image: str) -> dict[str, str] | None:
+    """registryId and repositoryName of an ECR image reference, or None for any other registry."""
+    match = _ECR_REPO.match(split_image(image)["repository"] or "")
+    if not match:
+        return None
+    return {"registryId": match.group("registry"), "repositoryName": match.group("name"), "region": match.group("region")}
+
+
+def pin_image(image: str, digest: str) -> str:
+    return f"{split_image(image)['repository']}@{digest}"
+
+
+# ---------------------------------------------------------------- validation
+
+
+def validate(params: dict[str, Any]) -> None:
+    """Raise TaskDefinitionError listing every problem with the module's parameters; no AWS call needed."""
+    errors: list[str] = []
+    family = params.get("family") or ""
+    if not _FAMILY.match(family):
+        errors.append(f"family: {family!r} is not a valid family name; use 1-255 letters, digits, '-' or '_'")
+    keep = params.get("keep_revisions")
+    if keep is not None and keep < 1:
+        errors.append(f"keep_revisions: {keep} keeps nothing; give 1 or more, or leave it unset to keep every revision")
+    if params.get("state", "present") == "present":
+        errors += _validate_image(params)
+        errors += _validate_resources(params)
+        errors += _validate_triton(params)
+        errors += _validate_health_check(params.get("health_check") or {})
+        errors += _validate_environment(params)
+        errors += _validate_containers(params)
+    if errors:
+        raise TaskDefinitionError(errors)
+
+
+def _validate_image(params: dict[str, Any]) -> list[str]:
+    image = params.get("image")
+    if not image:
+        return ["image: required with state=present; give a digest reference such as repo@sha256:<64 hex>"]
+    parts = split_image(image)
+    if parts["digest"]:
+        if not _DIGEST_REF.match(image):
+            return [f"image: {image!r} has a malformed digest; use repo@sha256:<64 lowercase hex digits>"]
+        return []
+    if parts["tag"] is None:
+        return [f"image: {image!r} has neither tag nor digest; pin it as {image}@sha256:<digest>"]
+    if parts["tag"] == "latest":
+        return [
+            f"image: {image!r} uses the moving tag 'latest'; pin a digest (repo@sha256:...), or a release tag with resolve_image_digest=true"
+        ]
+    if not params.get("resolve_image_digest"):
+        return [
+            f"image: {image!r} is a tag, which can move under a running service; give repo@sha256:<digest>,"
+            " or set resolve_image_digest=true to resolve the tag through ECR"
+        ]
+    if ecr_repository(image) is None:
+        return [f"image: {image!r} is not an ECR repository, so resolve_image_digest cannot resolve it; give repo@sha256:<digest> instead"]
+    return []
+
+
+def _validate_resources(params: dict[str, Any]) -> list[str]:
+    errors = []
+    gpu = params.get("gpu_count", 1)
+    if gpu is None or gpu < 0:
+        errors.append(f"gpu_count: {gpu} is negative; give 0 for a CPU-only task or the number of GPUs per task")
+    cpu = params.get("cpu")
+    if cpu is not None and cpu < 0:
+        errors.append(f"cpu: {cpu} is negative; give CPU units (1024 = one vCPU) or leave it unset")
+    memory, reservation = params.get("memory"), params.get("memory_reservation")
+    if memory is None and reservation is None:
+        errors.append("memory: neither memory nor memory_reservation is set; ECS needs one of them (MiB) for the container")
+    for name, value in (("memory", memory), ("memory_reservation", reservation)):
+        if value is not None and value < 6:
+            errors.append(f"{name}: {value} MiB is below the 6 MiB Docker minimum; give the container's memory in MiB")
+    if memory is not None and reservation is not None and reservation > memory:
+        errors.append(
+            f"memory_reservation: {reservation} MiB is above memory {memory} MiB (the hard limit);"
+            f" lower memory_reservation to at most {memory} or raise memory"
+        )
+    mode = params.get("network_mode", "awsvpc")
+    if mode not in NETWORK_MODES:
+        errors.append(f"network_mode: {mode!r} is not an ECS network mode on Linux; use one of {', '.join(NETWORK_MODES)}")
+    for i, constraint in enumerate(params.get("placement_constraints") or []):
+        if constraint.get("type") not in ("memberOf", "distinctInstance"):
+            errors.append(f"placement_constraints[{i}].type: {constraint.get('type')!r} is not valid; use memberOf or distinctInstance")
+    for key in params.get("tags") or {}:
+        if str(key).lower().startswith("aws:"):
+            errors.append(f"tags: key {key!r} uses the reserved 'aws:' prefix; rename the tag")
+    return errors
+
+
+def _validate_triton(params: dict[str, Any]) -> list[str]:
+    errors = []
+    triton = params.get("triton") or {}
+    exit_timeout = triton.get("exit_timeout_s", 30)
+    drain_timeout = triton.get("drain_timeout_s", 30)
+    stop_timeout = params.get("stop_timeout_s", 90)
+    for name, value in (("exit_timeout_s", exit_timeout), ("drain_timeout_s", drain_timeout)):
+        if value < 0:
+            errors.append(f"triton.{name}: {value} is negative; give seconds >= 0")
+    needed = stop_budget(drain_timeout, exit_timeout)
+    if stop_timeout < needed:
+        errors.append(
+            f"stop_timeout_s: {stop_timeout} s is shorter than the stop sequence (triton.drain_timeout_s {drain_timeout} s"
+            f" + {UNLOAD_BUDGET_S} s unload + triton.exit_timeout_s {exit_timeout} s + {EXIT_MARGIN_S} s margin),"
+            f" so ECS would SIGKILL Triton mid-drain; set stop_timeout_s to at least {needed}"
+            " or lower triton.drain_timeout_s / triton.exit_timeout_s"
+        )
+    if stop_timeout > EC2_MAX_STOP_TIMEOUT_S:
+        errors.append(
+            f"stop_timeout_s: {stop_timeout} s is above the EC2 maximum of {EC2_MAX_STOP_TIMEOUT_S} s;"
+            f" set it to {EC2_MAX_STOP_TIMEOUT_S} or less (and lower triton.drain_timeout_s / exit_timeout_s to fit)"
+        )
+    mode = triton.get("model_control_mode", "explicit")
+    if mode not in MODEL_CONTROL_MODES:
+        errors.append(f"triton.model_control_mode: {mode!r} is unknown; use explicit (recommended), poll or none")
+    elif triton.get("models") and mode != "explicit":
+        errors.append(
+            f"triton.models: Triton loads named models only with model_control_mode=explicit, not {mode!r};"
+            " set triton.model_control_mode=explicit or drop triton.models"
+        )
+    ports = {name: triton.get(name, default) for name, default in (("http_port", 8000), ("grpc_port", 8001), ("metrics_port", 8002))}
+    for name, port in ports.items():
+        if not 1 <= port <= 65535:
+            errors.append(f"triton.{name}: {port} is not a TCP port; give 1-65535")
+    if len(set(ports.values())) != len(ports):
+        errors.append(f"triton ports: {ports} repeat a port; give http_port, grpc_port and metrics_port distinct values")
+    host_path = triton.get("model_repository_host_path")
+    if host_path is not None and not str(host_path).startswith("/"):
+        errors.append(f"triton.model_repository_host_path: {host_path!r} is relative; give an absolute path on the container instance")
+    shm = triton.get("shared_memory_size_mib", 1024)
+    if shm is not None and shm <= 0:
+        errors.append(f"triton.shared_memory_size_mib: {shm} is not positive; the python backend needs /dev/shm, give MiB > 0")
+    for name in ("pinned_memory_pool_bytes", "cuda_memory_pool_bytes"):
+        value = triton.get(name)
+        if value is not None and value < 0:
+            errors.append(f"triton.{name}: {value} is negative; give bytes >= 0 or leave it unset for Triton's default")
+    return errors
+
+
+def _validate_health_check(health: dict[str, Any]) -> list[str]:
+    errors = []
+    limits = {"interval_s": (5, 300), "timeout_s": (2, 60), "retries": (1, 10), "start_period_s": (0, 300)}
+    for name, (low, high) in limits.items():
+        value = health.get(name)
+        if value is not None and not low <= value <= high:
+            errors.append(f"health_check.{name}: {value} is outside the ECS range {low}-{high}; give a value in it")
+    command = health.get("command")
+    if command is not None and (not command or command[0] not in ("CMD", "CMD-SHELL")):
+        errors.append(f"health_check.command: {command!r} must start with CMD or CMD-SHELL, e.g. ['CMD', '/path/to/check']")
+    return errors
+
+
+def _validate_environment(params: dict[str, Any]) -> list[str]:
+    errors = []
+    for name in params.get("environment") or {}:
+        if not _ENV_NAME.match(str(name)):
+            errors.append(f"environment: {name!r} is not a valid variable name; use letters, digits and '_'")
+    for name, value in (params.get("secrets") or {}).items():
+        if not _ENV_NAME.match(str(name)):
+            errors.append(f"secrets: {name!r} is not a valid variable name; use letters, digits and '_'")
+        if not isinstance(value, str) or not _SECRET_ARN.match(value):
+            # The value may be the secret itself: never echo it.
+            errors.append(
+                f"secrets.{name}: the value is not an SSM parameter or Secrets Manager ARN (value not shown);"
+                " store the secret in SSM Parameter Store or Secrets Manager and give its ARN"
+                " (arn:aws:ssm:<region>:<account>:parameter/... or arn:aws:secretsmanager:...:secret:...)"
+            )
+    if params.get("secrets") and not params.get("execution_role_arn"):
+        errors.append("execution_role_arn: secrets are set but no execution role can read them; give execution_role_arn")
+    return errors
+
+
+def _validate_containers(params: dict[str, Any]) -> list[str]:
+    errors = []
+    names = {TRITON_CONTAINER}
+    for i, container in enumerate(params.get("extra_containers") or []):
+        name = container.get("name")
+        if not name or not container.get("image"):
+            errors.append(f"extra_containers[{i}]: {container.get('name')!r} needs both name and image; add the missing key")
+        elif name in names:
+            errors.append(f"extra_containers[{i}].name: {name!r} is used twice; give every container a distinct name")
+        names.add(name)
+    overrides = params.get("container_overrides") or {}
+    if "name" in overrides:
+        errors.append(f"container_overrides.name: {overrides['name']!r} cannot rename the Triton container; remove the key")
+    return errors
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` merged into a copy of `base`: dicts merge key by key, anything else replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def stop_budget(drain_timeout_s: int, exit_timeout_s: int) -> int:
+    """Seconds the container needs between SIGTERM and a clean exit."""
+    return drain_timeout_s + UNLOAD_BUDGET_S + exit_timeout_s + EXIT_MARGIN_S
+
+
+def triton_environment(triton: dict[str, Any], gpu_count: int) -> dict[str, str]:
+    """The TRITON_* variables the image's entrypoint (roles/triton_image) builds the tritonserver command from."""
+    return {
+        "TRITON_MODEL_REPOSITORY": str(triton.get("model_repository", "/models")),
+        "TRITON_MODEL_CONTROL_MODE": str(triton.get("model_control_mode", "explicit")),
+        "TRITON_LOAD_MODELS": ",".join(triton.get("models") or []),
+        "TRITON_EXIT_TIMEOUT_S": str(triton.get("exit_timeout_s", 30)),
+        "TRITON_DRAIN_TIMEOUT_S": str(triton.get("drain_timeout_s", 30)),
+        "TRITON_HTTP_PORT": str(triton.get("http_port", 8000)),
+        "TRITON_GRPC_PORT": str(triton.get("grpc_port", 8001)),
+        "TRITON_METRICS_PORT": str(triton.get("metrics_port", 8002)),
+        # The entrypoint's pre-start check: fail fast when the GPUs ECS assigned are not visible.
+        "TRITON_REQUIRE_GPU": "true" if gpu_count else "false",
+        "TRITON_GPU_COUNT": str(gpu_count),
+    }
+
+
+def triton_args(triton: dict[str, Any], gpu_count: int) -> list[str]:
+    """tritonserver flags beyond those the entrypoint derives from TRITON_*; it appends the container command."""
+    args = []
+    if triton.get("pinned_memory_pool_bytes") is not None:
+        args.append(f"--pinned-memory-pool-byte-size={triton['pinned_memory_pool_bytes']}")
+    if triton.get("cuda_memory_pool_bytes") is not None:
+        args += [f"--cuda-memory-pool-byte-size={gpu}:{triton['cuda_memory_pool_bytes']}" for gpu in range(gpu_count)]
+    return args + list(triton.get("extra_args") or [])
+
+
+def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
+    """register_task_definition arguments for the module's (validated) parameters."""
+    triton = params.get("triton") or {}
+    gpu_count = params.get("gpu_count", 1)
+    health = params.get("health_check") or {}
+    container: dict[str, Any] = {
+        "name": TRITON_CONTAINER,
+        "image": params["image"],
+        "essential": True,
+        "command": triton_args(triton, gpu_count),
+        "portMappings": [
+            {"name": name, "containerPort": triton.get(f"{name}_port", default), "protocol": "tcp"}
+            for name, default in (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+        ],
+        # Triton's own guidance: unlimited locked memory (pinned buffers) and a 64 MiB stack.
+        "ulimits": [
+            {"name": "memlock", "softLimit": -1, "hardLimit": -1},
+            {"name": "stack", "softLimit": 67108864, "hardLimit": 67108864},
+        ],
+        # An init process reaps the python-backend stubs and forwards SIGTERM to tritonserver.
+        "linuxParameters": {"initProcessEnabled": True, "sharedMemorySize": triton.get("shared_memory_size_mib", 1024)},
+        "stopTimeout": params.get("stop_timeout_s", 90),
+        # environment wins over the rendered TRITON_* variables, on purpose.
+        "environment": [
+            {"name": k, "value": str(v)}
+            for k, v in sorted({**triton_environment(triton, gpu_count), **(params.get("environment") or {})}.items())
+        ],
+        "secrets": [{"name": k, "valueFrom": v} for k, v in sorted((params.get("secrets") or {}).items())],
+    }
+    if gpu_count:
+        container["resourceRequirements"] = [{"type": "GPU", "value": str(gpu_count)}]
+    for option, field in (("cpu", "cpu"), ("memory", "memory"), ("memory_reservation", "memoryReservation")):
+        if params.get(option) is not None:
+            container[field] = params[option]
+    if health.get("enabled", True):
+        container["healthCheck"] = {
+            "command": list(health.get("command") or DEFAULT_HEALTH_COMMAND),
+            "interval": health.get("interval_s", 30),
+            "timeout": health.get("timeout_s", 5),
+            "retries": health.get("retries", 3),
+            # Model loading can take minutes; failures inside the start period do not count.
+            "startPeriod": health.get("start_period_s", 180),
+        }
+    log = params.get("log_configuration")
+    if log is None:
+        log = {
+            "logDriver": "awslogs",
+            "options": {"awslogs-group": f"/ecs/{params['family']}", "awslogs-stream-prefix": TRITON_CONTAINER},
+        }
+        if region:
+            log["options"]["awslogs-region"] = region
+    if log:
+        container["logConfiguration"] = log
+    volumes = []
+    if triton.get("model_repository_host_path"):
+        volumes.append({"name": MODEL_VOLUME, "host": {"sourcePath": triton["model_repository_host_path"]}})
+        container["mountPoints"] = [
+            {"sourceVolume": MODEL_VOLUME, "containerPath": triton.get("model_repository", "/models"), "readOnly": True}
+        ]
+    container = deep_merge(container, params.get("container_overrides") or {})
+
+    definition: dict[str, Any] = {
+        "family": params["family"],
+        "containerDefinitions": [container, *copy.deepcopy(params.get("extra_containers") or [])],
+        "networkMode": params.get("network_mode", "awsvpc"),
+        "requiresCompatibilities": ["EC2"],
+        "volumes": volumes,
+        "placementConstraints": [dict(c) for c in params.get("placement_constraints") or []],
+        "tags": [{"key": k, "value": str(v)} for k, v in sorted((params.get("tags") or {}).items())],
+    }
+    for option, field in (("execution_role_arn", "executionRoleArn"), ("task_role_arn", "taskRoleArn")):
+        if params.get(option):
+            definition[field] = params[option]
+    return strip_empty(definition)
+
+
+# ---------------------------------------------------------------- canonical form
+
+
+def strip_empty(value: Any) -> Any:
+    """Drop None, empty lists and empty dicts at every depth: AWS treats them as absent, and omits or fills them."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            item = strip_empty(item)
+            if item is None or item == [] or item == {}:
+                continue
+            out[key] = item
+        return out
+    if isinstance(value, list):
+        return [strip_empty(item) for item in value]
+    return value
+
+
+def from_describe(response: dict[str, Any]) -> dict[str, Any]:
+    """A describe_task_definition(include=['TAGS']) response as one registration-shaped dict (tags inside)."""
+    definition = dict(response.get("taskDefinition") or {})
+    definition["tags"] = response.get("tags") or []
+    return definition
+
+
+def _sorted(items: list[Any], *keys: str) -> list[Any]:
+    return sorted(items, key=lambda item: tuple(str(item.get(k, "")) if isinstance(item, dict) else str(item) for k in keys))
+
+
+def _canonical_port(port: dict[str, Any], network_mode: str) -> dict[str, Any]:
+    port = dict(port)
+    port.setdefault("protocol", "tcp")
+    port["protocol"] = str(port["protocol"]).lower()
+    if "containerPort" in port and "hostPort" not in port:
+        # awsvpc and host mode map the same port; bridge without hostPort means a dynamic port (0).
+        port["hostPort"] = port["containerPort"] if network_mode in ("awsvpc", "host") else 0
+    return port
+
+
+def _canonical_container(container: dict[str, Any], network_mode: str) -> dict[str, Any]:
+    c = dict(container)
+    c.setdefault("essential", True)
+    c.setdefault("cpu", 0)
+    if "versionConsistency" in c and c["versionConsistency"] == "enabled":
+        # AWS reports the default on every container now; an explicit default is the same thing.
+        del c["versionConsistency"]
+    c["portMappings"] = _sorted(
+        [_canonical_port(p, network_mode) for p in c.get("portMappings") or []], "containerPort", "protocol", "hostPort"
+    )
+    c["environment"] = _sorted([dict(e, value=str(e.get("value", ""))) for e in c.get("environment") or []], "name")
+    c["secrets"] = _sorted(list(c.get("secrets") or []), "name")
+    c["mountPoints"] = _sorted([dict({"readOnly": False}, **m) for m in c.get("mountPoints") or []], "sourceVolume", "containerPath")
+    c["volumesFrom"] = _sorted([dict({"readOnly": False}, **v) for v in c.get("volumesFrom") or []], "sourceContainer")
+    c["ulimits"] = _sorted(list(c.get("ulimits") or []), "name")
+    c["systemControls"] = _sorted(list(c.get("systemControls") or []), "namespace")
+    c["dependsOn"] = _sorted(list(c.get("dependsOn") or []), "containerName")
+    c["resourceRequirements"] = _sorted([dict(r, value=str(r.get("value"))) for r in c.get("resourceRequirements") or []], "type")
+    if c.get("healthCheck"):
+        health = {"interval": 30, "timeout": 5, "retries": 3}
+        health.update(c["healthCheck"])
+        if not health.get("startPeriod"):
+            health.pop("startPeriod", None)
+        c["healthCheck"] = health
+    if c.get("linuxParameters"):
+        params = dict(c["linuxParameters"])
+        capabilities = dict(params.get("capabilities") or {})
+        for key in ("add", "drop"):
+            if capabilities.get(key):
+                capabilities[key] = sorted(capabilities[key])
+        params["capabilities"] = capabilities
+        c["linuxParameters"] = params
+    return c
+
+
+def _canonical_volume(volume: dict[str, Any]) -> dict[str, Any]:
+    v = dict(volume)
+    if v.get("efsVolumeConfiguration"):
+        v["efsVolumeConfiguration"] = dict({"rootDirectory": "/"}, **v["efsVolumeConfiguration"])
+    if v.get("dockerVolumeConfiguration"):
+        v["dockerVolumeConfiguration"] = dict({"scope": "task"}, **v["dockerVolumeConfiguration"])
+    return v
+
+
+def canonicalise(definition: dict[str, Any]) -> dict[str, Any]:
+    """A registration-shaped task definition in the form that compares equal with what AWS returns for it.
+
+    Strips read-only fields, fills the defaults AWS fills, sorts lists whose order means nothing,
+    drops empty values, and passes every other field through unchanged.
+    """
+    d = {k: copy.deepcopy(v) for k, v in definition.items() if k not in READ_ONLY_FIELDS}
+    network_mode = d.get("networkMode") or "bridge"
+    d["networkMode"] = network_mode
+    d["containerDefinitions"] = _sorted([_canonical_container(c, network_mode) for c in d.get("containerDefinitions") or []], "name")
+    d["volumes"] = _sorted([_canonical_volume(v) for v in d.get("volumes") or []], "name")
+    d["placementConstraints"] = _sorted(list(d.get("placementConstraints") or []), "type", "expression")
+    d["tags"] = _sorted(list(d.get("tags") or []), "key")
+    d["requiresCompatibilities"] = sorted(d.get("requiresCompatibilities") or [])
+    for field in ("cpu", "memory"):
+        if d.get(field) is not None:
+            d[field] = str(d[field])
+    if d.get("enableFaultInjection") is False:
+        del d["enableFaultInjection"]
+    for field in ("taskRoleArn", "executionRoleArn"):
+        if d.get(field) == "":
+            del d[field]
+    return strip_empty(d)
+
+
+# ---------------------------------------------------------------- diff
+
+
+def diff_paths(before: Any, after: Any, path: str = "") -> list[str]:
+    """Dotted paths where two canonical forms differ, for a readable summary of a change."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        paths = []
+        for key in sorted(set(before) | set(after), key=str):
+            child = f"{path}.{key}" if path else str(key)
+            if key not in before or key not in after:
+                paths.append(child)
+            else:
+                paths += diff_paths(before[key], after[key], child)
+        return paths
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        paths = []
+        for i in range(len(before)):  # zip(strict=) needs Python 3.10; managed hosts may be older
+            b, a = before[i], after[i]
+            name = a.get("name") if isinstance(a, dict) and isinstance(b, dict) and a.get("name") == b.get("name") else None
+            paths += diff_paths(b, a, f"{path}[{name if name is not None else i}]")
+        return paths
+    return [] if before == after else [path or "."]
+
+
+def diff(current: dict[str, Any] | None, desired: dict[str, Any] | None) -> dict[str, Any]:
+    """Ansible diff (before/after canonical forms) plus the changed paths."""
+    before = canonicalise(current) if current else {}
+    after = canonicalise(desired) if desired else {}
+    return {"before": before, "after": after, "paths": diff_paths(before, after)}

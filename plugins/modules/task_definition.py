@@ -1,0 +1,411 @@
+#!/usr/bin/python
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: task_definition
+short_description: Register an ECS task definition for a GPU Triton container, without phantom revisions
+version_added: 0.1.0
+description:
+  - Renders an ECS task definition for NVIDIA Triton Inference Server on EC2 GPU container instances
+    from a few high-level options, and registers a new revision only when it differs from the latest
+    ACTIVE revision of the family.
+  - The comparison uses a canonical form of both sides (read-only fields stripped, the defaults AWS
+    fills filled in, order-free lists sorted, tags included), so re-applying the same options never
+    registers a phantom revision. A run with nothing to change makes one ECS read call (two with
+    O(resolve_image_digest)), whatever the number of revisions in the family.
+  - All input is validated before the first AWS call; each error names the field, the value and the fix.
+author:
+  - inferops maintainers (@inferops)
+options:
+  family:
+    description: Task definition family.
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) registers a new revision when the rendered definition differs from the latest ACTIVE one.
+      - V(absent) deregisters every ACTIVE revision of the family; it fails, before any write, when a service still uses one.
+    type: str
+    choices: [present, absent]
+    default: present
+  image:
+    description:
+      - Triton image as a digest reference C(repository@sha256:<digest>). Required with O(state=present).
+      - A tag is accepted only with O(resolve_image_digest=true); C(:latest) and untagged references are refused.
+    type: str
+  resolve_image_digest:
+    description:
+      - Resolve a tagged ECR image reference to its digest through ECR C(DescribeImages), and register the digest.
+    type: bool
+    default: false
+  gpu_count:
+    description: GPUs per task (a C(GPU) resource requirement). V(0) renders a CPU-only task.
+    type: int
+    default: 1
+  cpu:
+    description: CPU units reserved for the Triton container (1024 is one vCPU). Unset means 0, as in ECS.
+    type: int
+  memory:
+    description: Hard memory limit of the Triton container in MiB. O(memory) or O(memory_reservation) is required.
+    type: int
+  memory_reservation:
+    description: Soft memory limit (reservation) of the Triton container in MiB; at most O(memory).
+    type: int
+  network_mode:
+    description: Docker network mode of the task; one of V(awsvpc), V(bridge), V(host), V(none).
+    type: str
+    default: awsvpc
+  triton:
+    description:
+      - How tritonserver is started inside the container. The image's entrypoint (role C(triton_image)) builds the
+        tritonserver command from the C(TRITON_*) environment variables rendered from these options, and appends the
+        container command (the flags of O(triton.pinned_memory_pool_bytes), O(triton.cuda_memory_pool_bytes) and
+        O(triton.extra_args)).
+    type: dict
+    default: {}
+    suboptions:
+      models:
+        description: Models to load at start (C(--load-model)); needs O(triton.model_control_mode=explicit).
+        type: list
+        elements: str
+        default: []
+      model_repository:
+        description: Model repository path inside the container.
+        type: str
+        default: /models
+      model_repository_host_path:
+        description:
+          - Directory on the container instance (for example local NVMe) mounted read-only at O(triton.model_repository).
+          - Unset means the repository is inside the image.
+        type: str
+      model_control_mode:
+        description: Triton model control mode. V(explicit) is the production choice; V(poll) can see partial copies.
+        type: str
+        default: explicit
+      exit_timeout_s:
+        description: Seconds tritonserver finishes in-flight requests after SIGTERM (C(--exit-timeout-secs)).
+        type: int
+        default: 30
+      drain_timeout_s:
+        description:
+          - Seconds the image's entrypoint waits on SIGTERM for Triton to go quiet before it unloads the models
+            and forwards SIGTERM (C(TRITON_DRAIN_TIMEOUT_S)).
+        type: int
+        default: 30
+      http_port:
+        description: HTTP port.
+        type: int
+        default: 8000
+      grpc_port:
+        description: gRPC port.
+        type: int
+        default: 8001
+      metrics_port:
+        description: Prometheus metrics port.
+        type: int
+        default: 8002
+      shared_memory_size_mib:
+        description: Size of C(/dev/shm) in MiB (C(linuxParameters.sharedMemorySize)); the python backend needs it.
+        type: int
+        default: 1024
+      pinned_memory_pool_bytes:
+        description: C(--pinned-memory-pool-byte-size). Unset keeps Triton's default.
+        type: int
+      cuda_memory_pool_bytes:
+        description: C(--cuda-memory-pool-byte-size) for every GPU of the task. Unset keeps Triton's default.
+        type: int
+      extra_args:
+        description: Further tritonserver arguments, appended as given.
+        type: list
+        elements: str
+        default: []
+  health_check:
+    description: Container health check. The default runs the image's deep health check script.
+    type: dict
+    default: {}
+    suboptions:
+      enabled:
+        description: Render a health check at all.
+        type: bool
+        default: true
+      command:
+        description: Health check command, starting with C(CMD) or C(CMD-SHELL).
+        type: list
+        elements: str
+        default: [CMD, /opt/inferops/bin/triton_healthcheck.py]
+      interval_s:
+        description: Seconds between checks (5-300).
+        type: int
+        default: 30
+      timeout_s:
+        description: Seconds before a check fails (2-60).
+        type: int
+        default: 5
+      retries:
+        description: Failed checks before the container is unhealthy (1-10).
+        type: int
+        default: 3
+      start_period_s:
+        description: Grace period for model loading, during which failures do not count (0-300).
+        type: int
+        default: 180
+  stop_timeout_s:
+    description:
+      - Seconds ECS waits after SIGTERM before SIGKILL (C(stopTimeout)).
+      - Must cover the stop sequence, O(triton.drain_timeout_s) + 15 s model unload + O(triton.exit_timeout_s) + 5 s,
+        and be at most 120 s (the EC2 maximum; C(ECS_CONTAINER_STOP_TIMEOUT) on the instances must allow it too).
+    type: int
+    default: 90
+  log_configuration:
+    description:
+      - Container C(logConfiguration) as ECS takes it.
+      - Unset renders C(awslogs) to the group C(/ecs/<family>) in the module's region; V({}) renders none.
+    type: dict
+  environment:
+    description:
+      - Plain environment variables of the Triton container. They win over the rendered C(TRITON_*) variables.
+    type: dict
+    default: {}
+  secrets:
+    description:
+      - Environment variables read from SSM Parameter Store or Secrets Manager at task start, as name to ARN.
+      - Plain values are refused; they would be stored in the task definition in clear.
+    type: dict
+    default: {}
+  execution_role_arn:
+    description: Role the ECS agent uses to pull the image, write logs and read O(secrets).
+    type: str
+  task_role_arn:
+    description: Role the containers use for AWS calls.
+    type: str
+  placement_constraints:
+    description: Task placement constraints.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      type:
+        description: V(memberOf) or V(distinctInstance).
+        type: str
+        required: true
+      expression:
+        description: Cluster query language expression for V(memberOf).
+        type: str
+  tags:
+    description: Tags of the task definition; compared like every other field.
+    type: dict
+    default: {}
+  container_overrides:
+    description: Deep-merged into the rendered Triton container definition, for anything this module does not model.
+    type: dict
+    default: {}
+  extra_containers:
+    description: Further container definitions (sidecars), as ECS takes them.
+    type: list
+    elements: dict
+    default: []
+  keep_revisions:
+    description:
+      - Keep at most this many ACTIVE revisions of the family, deregistering the oldest ones that no service uses.
+      - Unset keeps every revision. When set, every run lists the family's revisions, and the services when some are beyond the limit.
+    type: int
+notes:
+  - Check mode registers and deregisters nothing, and returns the rendered definition and the diff.
+  - The Triton container is named C(triton). It expects the image built by the C(triton_image) role, whose entrypoint
+    reads the C(TRITON_*) variables; for another image, set C(entryPoint) and C(command) through O(container_overrides).
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+"""
+
+EXAMPLES = r"""
+- name: Register the Triton task definition
+  inferops.triton_ecs.task_definition:
+    family: triton
+    image: 123456789012.dkr.ecr.us-east-1.amazonaws.com/triton@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    gpu_count: 1
+    memory: 30000
+    memory_reservation: 28000
+    triton:
+      models: [resnet50, bert]
+      model_repository_host_path: /mnt/nvme/models
+      exit_timeout_s: 30
+    stop_timeout_s: 90
+    execution_role_arn: arn:aws:iam::123456789012:role/ecsTaskExecutionRole
+    secrets:
+      HF_TOKEN: arn:aws:ssm:us-east-1:123456789012:parameter/triton/hf_token
+    tags:
+      service: triton
+    keep_revisions: 10
+  register: triton_task
+
+- name: Resolve an ECR tag to its digest and register that digest
+  inferops.triton_ecs.task_definition:
+    family: triton
+    image: 123456789012.dkr.ecr.us-east-1.amazonaws.com/triton:24.08-py3
+    resolve_image_digest: true
+    memory: 30000
+
+- name: Deregister every revision of a family
+  inferops.triton_ecs.task_definition:
+    family: triton-canary
+    state: absent
+"""
+
+RETURN = r"""
+task_definition_arn:
+  description: ARN of the revision that matches the options (registered now or found); null in check mode when one would be registered.
+  returned: state=present
+  type: str
+  sample: arn:aws:ecs:us-east-1:123456789012:task-definition/triton:7
+revision:
+  description: Revision number of RV(task_definition_arn).
+  returned: state=present
+  type: int
+  sample: 7
+task_definition:
+  description: The rendered task definition in canonical form (what is registered, tags included).
+  returned: always
+  type: dict
+  sample: {"family": "triton", "networkMode": "awsvpc", "containerDefinitions": [{"name": "triton"}]}
+diff:
+  description: Canonical forms of the latest ACTIVE revision (before) and of the rendered definition (after).
+  returned: always
+  type: dict
+  sample: {"before": {}, "after": {"family": "triton"}}
+changed_fields:
+  description: Dotted paths of the fields that differ between before and after.
+  returned: always
+  type: list
+  elements: str
+  sample: ["containerDefinitions[triton].image"]
+image:
+  description: The image reference rendered, after any digest resolution.
+  returned: state=present
+  type: str
+  sample: 123456789012.dkr.ecr.us-east-1.amazonaws.com/triton@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+actions:
+  description: What the module did (or would do in check mode), one line each.
+  returned: always
+  type: list
+  elements: str
+  sample: ["registered triton:7", "deregistered triton:1"]
+kept_in_use:
+  description: Revisions beyond O(keep_revisions) kept because a service uses them, as ARN to services.
+  returned: when keep_revisions is set
+  type: dict
+  sample: {"arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2": ["prod/triton-blue"]}
+"""
+
+# Ansible modules keep their imports below the documentation strings.
+import contextlib  # noqa: E402
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import (  # noqa: E402
+    TaskDefinitionError,
+    validate,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition_plan import absent, present  # noqa: E402
+
+with contextlib.suppress(ImportError):  # AnsibleAWSModule reports a missing botocore
+    from botocore.exceptions import BotoCoreError, ClientError
+
+
+def main() -> None:
+    argument_spec = dict(
+        family=dict(type="str", required=True),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        image=dict(type="str"),
+        resolve_image_digest=dict(type="bool", default=False),
+        gpu_count=dict(type="int", default=1),
+        cpu=dict(type="int"),
+        memory=dict(type="int"),
+        memory_reservation=dict(type="int"),
+        network_mode=dict(type="str", default="awsvpc"),
+        triton=dict(
+            type="dict",
+            default={},
+            options=dict(
+                models=dict(type="list", elements="str", default=[]),
+                model_repository=dict(type="str", default="/models"),
+                model_repository_host_path=dict(type="str"),
+                model_control_mode=dict(type="str", default="explicit"),
+                exit_timeout_s=dict(type="int", default=30),
+                drain_timeout_s=dict(type="int", default=30),
+                http_port=dict(type="int", default=8000),
+                grpc_port=dict(type="int", default=8001),
+                metrics_port=dict(type="int", default=8002),
+                shared_memory_size_mib=dict(type="int", default=1024),
+                pinned_memory_pool_bytes=dict(type="int"),
+                cuda_memory_pool_bytes=dict(type="int"),
+                extra_args=dict(type="list", elements="str", default=[]),
+            ),
+        ),
+        health_check=dict(
+            type="dict",
+            default={},
+            options=dict(
+                enabled=dict(type="bool", default=True),
+                command=dict(type="list", elements="str", default=["CMD", "/opt/inferops/bin/triton_healthcheck.py"]),
+                interval_s=dict(type="int", default=30),
+                timeout_s=dict(type="int", default=5),
+                retries=dict(type="int", default=3),
+                start_period_s=dict(type="int", default=180),
+            ),
+        ),
+        stop_timeout_s=dict(type="int", default=90),
+        log_configuration=dict(type="dict"),
+        environment=dict(type="dict", default={}),
+        # Values are ARNs of secrets, never secret values (validated), so they may be logged.
+        secrets=dict(type="dict", default={}, no_log=False),
+        execution_role_arn=dict(type="str"),
+        task_role_arn=dict(type="str"),
+        placement_constraints=dict(
+            type="list",
+            elements="dict",
+            default=[],
+            options=dict(type=dict(type="str", required=True), expression=dict(type="str")),
+        ),
+        tags=dict(type="dict", default={}),
+        container_overrides=dict(type="dict", default={}),
+        extra_containers=dict(type="list", elements="dict", default=[]),
+        keep_revisions=dict(type="int"),
+    )
+    module = AnsibleAWSModule(
+        argument_spec=argument_spec,
+        supports_check_mode=True,
+        required_if=[("state", "present", ["image"])],
+    )
+    try:
+        validate(module.params)
+    except TaskDefinitionError as e:
+        module.fail_json(msg=str(e), errors=e.errors)
+
+    retry = AWSRetry.jittered_backoff()
+    ecs = module.client("ecs", retry_decorator=retry)
+    try:
+        if module.params["state"] == "present":
+            result = present(
+                ecs,
+                lambda: module.client("ecr", retry_decorator=retry),
+                module.params,
+                module.region,
+                check_mode=module.check_mode,
+            )
+        else:
+            result = absent(ecs, module.params, check_mode=module.check_mode)
+    except TaskDefinitionError as e:
+        module.fail_json(msg=str(e), errors=e.errors)
+    except (BotoCoreError, ClientError) as e:
+        module.fail_json_aws(e, msg=f"ECS task definition family {module.params['family']}: AWS call failed")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
