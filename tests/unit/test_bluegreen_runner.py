@@ -1,0 +1,290 @@
+"""The blue/green runner over fake AWS clients and a fake clock: phases, rollback, drain, check mode, waits.
+
+The fakes answer the boto3 calls the thin client files make (`_ecs`, `_ecs_services`, `_elbv2`, `_cloudwatch`)
+with AWS-shaped payloads; time is simulated, so a 300 s bake takes no time and the told waits can be asserted.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import pytest
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Clock, Runner
+
+TD1 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"
+TD2 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"
+TGS = {"blue": "arn:tg/blue", "green": "arn:tg/green"}
+LISTENER = "arn:listener/prod"
+
+
+class FakeClock(Clock):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1000.0
+        self.hooks: list = []  # (at, callable): run once when the clock passes `at`
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0)
+        for hook in list(self.hooks):
+            if self.now >= hook[0]:
+                self.hooks.remove(hook)
+                hook[1]()
+
+
+class FakeAws:
+    """ECS, ELBv2 and CloudWatch in memory; `calls` records every write."""
+
+    def __init__(self) -> None:
+        self.services = {
+            "triton-blue": {"serviceName": "triton-blue", "status": "ACTIVE", "taskDefinition": TD1, "desiredCount": 2, "runningCount": 2},
+            "triton-green": {
+                "serviceName": "triton-green",
+                "status": "ACTIVE",
+                "taskDefinition": TD1,
+                "desiredCount": 0,
+                "runningCount": 0,
+            },
+        }
+        for color in ("blue", "green"):
+            self.services[f"triton-{color}"].update(
+                pendingCount=0,
+                deployments=[{"status": "PRIMARY", "rolloutState": "COMPLETED"}],
+                loadBalancers=[{"targetGroupArn": TGS[color]}],
+            )
+        self.weights = {"blue": 100, "green": 0}
+        self.alarms = {"5xx": "OK"}
+        self.gpus_free = 0
+        self.managed_scaling = True
+        self.calls: list[tuple] = []
+
+    # ECS
+    def describe_services(self, aws_retry: bool, cluster: str, services: list[str]) -> dict:
+        return {"services": [copy.deepcopy(self.services[s]) for s in services if s in self.services]}
+
+    def describe_task_definition(self, aws_retry: bool, taskDefinition: str, include: list) -> dict:
+        rev = taskDefinition.rsplit(":", 1)[-1]
+        if rev not in ("1", "2"):
+            from botocore.exceptions import ClientError
+
+            raise ClientError(
+                {"Error": {"Code": "ClientException", "Message": "Unable to describe task definition."}}, "DescribeTaskDefinition"
+            )
+        return {
+            "taskDefinition": {
+                "taskDefinitionArn": TD1[:-1] + rev,
+                "status": "ACTIVE",
+                "containerDefinitions": [{"resourceRequirements": [{"type": "GPU", "value": "1"}]}],
+            }
+        }
+
+    def update_service(self, aws_retry: bool, cluster: str, service: str, desiredCount: int, taskDefinition: str | None = None) -> dict:
+        self.calls.append(("update_service", service, desiredCount, taskDefinition))
+        svc = self.services[service]
+        svc["desiredCount"] = svc["runningCount"] = desiredCount
+        if taskDefinition:
+            svc["taskDefinition"] = taskDefinition
+        return {"service": svc}
+
+    def list_container_instances(self, aws_retry: bool, cluster: str, status: str) -> dict:
+        return {"containerInstanceArns": ["arn:ci/1"] if self.gpus_free else []}
+
+    def describe_container_instances(self, aws_retry: bool, cluster: str, containerInstances: list) -> dict:
+        gpus = [f"GPU-{i}" for i in range(self.gpus_free)]
+        return {
+            "containerInstances": [
+                {"status": "ACTIVE", "remainingResources": [{"name": "GPU", "type": "STRINGSET", "stringSetValue": gpus}]}
+            ]
+        }
+
+    def describe_clusters(self, aws_retry: bool, clusters: list) -> dict:
+        return {"clusters": [{"status": "ACTIVE", "capacityProviders": ["gpu"] if self.managed_scaling else []}]}
+
+    def describe_capacity_providers(self, aws_retry: bool, capacityProviders: list) -> dict:
+        return {
+            "capacityProviders": [
+                {"name": "gpu", "status": "ACTIVE", "autoScalingGroupProvider": {"managedScaling": {"status": "ENABLED"}}}
+            ]
+        }
+
+    # ELBv2
+    def describe_target_groups(self, aws_retry: bool, TargetGroupArns: list) -> dict:
+        return {"TargetGroups": [{"TargetGroupArn": TargetGroupArns[0]}]}
+
+    def describe_target_health(self, aws_retry: bool, TargetGroupArn: str) -> dict:
+        color = "blue" if TargetGroupArn == TGS["blue"] else "green"
+        n = self.services[f"triton-{color}"]["runningCount"]
+        return {"TargetHealthDescriptions": [{"Target": {"Id": f"10.0.0.{i}"}, "TargetHealth": {"State": "healthy"}} for i in range(n)]}
+
+    def describe_listeners(self, aws_retry: bool, ListenerArns: list) -> dict:
+        groups = [{"TargetGroupArn": TGS[c], "Weight": w} for c, w in self.weights.items()]
+        return {
+            "Listeners": [{"ListenerArn": LISTENER, "DefaultActions": [{"Type": "forward", "ForwardConfig": {"TargetGroups": groups}}]}]
+        }
+
+    def modify_listener(self, aws_retry: bool, ListenerArn: str, DefaultActions: list) -> dict:
+        self.calls.append(("modify_listener",))
+        self.weights = bg.weights_from_actions(DefaultActions, TGS)
+        return {"Listeners": [{}]}
+
+    # CloudWatch
+    def describe_alarms(self, aws_retry: bool, AlarmNames: list, AlarmTypes: list) -> dict:
+        return {"MetricAlarms": [{"AlarmName": n, "StateValue": self.alarms[n]} for n in AlarmNames if n in self.alarms]}
+
+
+class FakeTriton:
+    metrics_by_url: ClassVar[dict[str, list[dict]]] = {}
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+
+    def metrics(self, url: str) -> dict:
+        samples = FakeTriton.metrics_by_url[url]
+        return samples.pop(0) if len(samples) > 1 else samples[0]
+
+
+def params(**kw: Any) -> dict[str, Any]:
+    base = {
+        "state": "present",
+        "cluster": "inference",
+        "name": "triton",
+        "task_definition": "triton:2",
+        "desired_count": 2,
+        "target_groups": dict(TGS),
+        "listener_arn": LISTENER,
+        "listener_rule_arn": None,
+        "test_listener_arn": None,
+        "test_route_url": None,
+        "test_route_urls": None,
+        "traffic_steps": [10, 50, 100],
+        "bake_time_s": 300,
+        "watch_interval_s": 5,
+        "alarm_names": ["5xx"],
+        "gates": {"expected_models": [], "smoke": None, "timeout_s": 60, "interval_s": 2, "request_timeout_s": 5},
+        "drain": {"timeout_s": 300, "quiet_period_s": 10, "metrics_urls": None, "wait_deregistration": False},
+        "old_color": "scale_down",
+        "termination_wait_s": 0,
+        "timeouts": {"standby_up_s": 900, "poll_interval_s": 5},
+        "stop_after": None,
+    }
+    base.update(kw)
+    return base
+
+
+def runner(aws: FakeAws, clock: FakeClock | None = None, check_mode: bool = False, **kw: Any) -> Runner:
+    return Runner(params(**kw), Clients(aws, aws, aws), check_mode=check_mode, clock=clock or FakeClock(), triton=FakeTriton)
+
+
+def test_full_cutover_counts_only_the_told_waits():
+    aws, clock = FakeAws(), FakeClock()
+    result = runner(aws, clock).run()
+    assert result["failed_reason"] == "" and result["weights"] == {"blue": 0, "green": 100}
+    assert aws.services["triton-green"]["taskDefinition"] == TD2 and aws.services["triton-blue"]["desiredCount"] == 0
+    assert result["told_waits_s"] == pytest.approx(3 * 300 + 10)  # three bakes and the drain's quiet period
+    assert [c[0] for c in aws.calls] == ["update_service", "modify_listener", "modify_listener", "modify_listener", "update_service"]
+
+
+def test_alarm_during_bake_rolls_back_in_one_listener_call():
+    aws, clock = FakeAws(), FakeClock()
+    clock.hooks.append((clock.now + 100, lambda: aws.alarms.update({"5xx": "ALARM"})))
+    result = runner(aws, clock).run()
+    assert "alarm 5xx is ALARM" in result["failed_reason"]
+    assert aws.weights == {"blue": 100, "green": 0}
+    # modify_listener for the 10% step, then exactly one to restore; then the standby is scaled down
+    assert [c[0] for c in aws.calls] == ["update_service", "modify_listener", "modify_listener", "update_service"]
+    assert aws.calls[-1] == ("update_service", "triton-green", 0, None)
+    assert result["rollback"]["to_color"] == "blue" and result["rollback"]["seconds"] == 0
+    assert clock.told_waits_s == pytest.approx(100)  # detected at the first check after the alarm, not after 300 s
+
+
+def test_standby_that_never_serves_times_out_and_rolls_back():
+    aws, clock = FakeAws(), FakeClock()
+    original = aws.update_service
+
+    def no_tasks(**kw):  # ECS accepts the update but never starts a task
+        out = original(**kw)
+        aws.services[kw["service"]]["runningCount"] = 0
+        return out
+
+    aws.update_service = no_tasks
+    result = runner(aws, clock, timeouts={"standby_up_s": 30, "poll_interval_s": 5}).run()
+    assert "not serving after 30 s" in result["failed_reason"]
+    assert aws.weights == {"blue": 100, "green": 0} and aws.services["triton-green"]["desiredCount"] == 0
+
+
+def test_check_mode_writes_nothing_and_lists_the_writes():
+    aws = FakeAws()
+    result = runner(aws, check_mode=True).run()
+    assert aws.calls == [] and result["planned"] and result["changed"]
+    assert result["actions"][0] == f"update service triton-green: task definition {TD2}, 2 tasks"
+
+
+def test_capacity_without_gpus_or_managed_scaling_fails_before_writing():
+    aws = FakeAws()
+    aws.managed_scaling = False
+    with pytest.raises(bg.PlanError, match="needs 2 GPUs"):
+        runner(aws).run()
+    assert aws.calls == []
+    aws.gpus_free = 2
+    assert runner(aws).run()["failed_reason"] == ""
+
+
+def test_missing_task_definition_and_alarm_fail_before_writing():
+    aws = FakeAws()
+    with pytest.raises(bg.PlanError) as err:
+        runner(aws, task_definition="triton:9", alarm_names=["nope"]).run()
+    assert any("triton:9 does not exist" in e for e in err.value.errors)
+    assert any("alarm nope does not exist" in e for e in err.value.errors)
+    assert aws.calls == []
+
+
+def test_drain_waits_until_the_old_colour_is_quiet():
+    aws, clock = FakeAws(), FakeClock()
+    busy = {"nv_inference_pending_request_count": 1.0, "nv_inference_request_success": 1.0}
+    idle = {"nv_inference_pending_request_count": 0.0, "nv_inference_request_success": 2.0}
+    FakeTriton.metrics_by_url = {"http://blue:8002/metrics": [busy] * 8 + [idle]}
+    drain = {"timeout_s": 60, "quiet_period_s": 3, "metrics_urls": {"blue": ["http://blue:8002/metrics"]}, "wait_deregistration": False}
+    result = runner(aws, clock, bake_time_s=0, drain=drain).run()
+    entry = next(e for e in result["timeline"] if e["phase"] == "drain")
+    assert entry["outcome"] == "ok"
+    # queued work in the samples up to 3.5 s, a request finishing at 4.0 s, then 3 s with no activity
+    assert entry["duration_s"] == pytest.approx(4.0 + 3)
+
+
+def test_drain_gives_up_at_its_timeout_and_scales_down_anyway():
+    aws, clock = FakeAws(), FakeClock()
+    counter = iter(range(10_000))
+    FakeTriton.metrics_by_url = {}
+
+    class Busy(FakeTriton):
+        def metrics(self, url: str) -> dict:
+            return {"nv_inference_pending_request_count": 0.0, "nv_inference_request_success": float(next(counter))}
+
+    drain = {"timeout_s": 20, "quiet_period_s": 3, "metrics_urls": {"blue": ["http://blue:8002/metrics"]}, "wait_deregistration": False}
+    run = Runner(params(bake_time_s=0, drain=drain), Clients(aws, aws, aws), clock=clock, triton=Busy)
+    result = run.run()
+    entry = next(e for e in result["timeline"] if e["phase"] == "drain")
+    assert entry["outcome"] == "timed_out" and entry["duration_s"] == pytest.approx(20, abs=0.6)
+    assert aws.services["triton-blue"]["desiredCount"] == 0
+
+
+def test_termination_wait_keeps_the_old_colour_and_an_alarm_rolls_back_to_it():
+    aws, clock = FakeAws(), FakeClock()
+    clock.hooks.append((clock.now + 200, lambda: aws.alarms.update({"5xx": "ALARM"})))
+    result = runner(aws, clock, bake_time_s=0, drain={**params()["drain"], "quiet_period_s": 0}, termination_wait_s=600).run()
+    assert "termination wait" in result["failed_reason"]
+    assert aws.weights == {"blue": 100, "green": 0}
+    assert aws.services["triton-blue"]["desiredCount"] == 2 and aws.services["triton-green"]["desiredCount"] == 0
+
+
+def test_rerun_after_the_cutover_is_a_noop_with_read_calls_only():
+    aws = FakeAws()
+    runner(aws, bake_time_s=0).run()
+    aws.calls.clear()
+    result = runner(aws, bake_time_s=0).run()
+    assert result["decision"] == "noop" and not result["changed"] and aws.calls == []
