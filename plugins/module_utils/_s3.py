@@ -1,0 +1,90 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The one place this collection calls the S3 API: one thin function per call.
+
+Every function takes a client made by `AnsibleAWSModule.client("s3", retry_decorator=AWSRetry.jittered_backoff())`
+(or `retrying_client()` outside a module, for the benchmark) and calls with `aws_retry=True`; errors propagate as
+botocore exceptions for the module to report through `fail_json_aws`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+try:
+    from botocore.exceptions import BotoCoreError, ClientError
+except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
+    BotoCoreError = ClientError = Exception  # type: ignore[assignment,misc]
+
+AWS_ERRORS = (BotoCoreError, ClientError)
+CHUNK_BYTES = 1024 * 1024
+_MISSING = ("NoSuchKey", "404", "NotFound")
+
+
+def retrying_client(boto3_client: Any) -> Any:
+    """Wraps a plain boto3 client the way AnsibleAWSModule.client does, so `aws_retry=True` works the same."""
+    from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry, RetryingBotoClientWrapper
+
+    return RetryingBotoClientWrapper(boto3_client, AWSRetry.jittered_backoff())
+
+
+def _missing(err: ClientError) -> bool:
+    return err.response.get("Error", {}).get("Code", "") in _MISSING
+
+
+def list_keys(s3: Any, bucket: str, prefix: str, delimiter: str = "/") -> list[str]:
+    """Object keys directly under `prefix` (not below the next `delimiter`), across pages."""
+    keys: list[str] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": delimiter}
+    while True:
+        page = s3.list_objects_v2(aws_retry=True, **kwargs)
+        keys += [obj["Key"] for obj in page.get("Contents", [])]
+        if not page.get("IsTruncated"):
+            return keys
+        kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+
+def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
+    """A small object's body, or None when the key does not exist."""
+    try:
+        return s3.get_object(aws_retry=True, Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as err:
+        if _missing(err):
+            return None
+        raise
+
+
+def head(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    try:
+        return s3.head_object(aws_retry=True, Bucket=bucket, Key=key)
+    except ClientError as err:
+        if _missing(err):
+            return None
+        raise
+
+
+def download(s3: Any, bucket: str, key: str, dest: str) -> tuple[int, str]:
+    """Streams an object into `dest` (created, fsynced), hashing as it goes; returns (size, sha256)."""
+    body = s3.get_object(aws_retry=True, Bucket=bucket, Key=key)["Body"]
+    digest = hashlib.sha256()
+    size = 0
+    with open(dest, "wb") as out:
+        for chunk in iter(lambda: body.read(CHUNK_BYTES), b""):
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return size, digest.hexdigest()
+
+
+def put_bytes(s3: Any, bucket: str, key: str, data: bytes, sha256: str, content_type: str = "application/octet-stream") -> None:
+    """Uploads an object, recording its SHA-256 in the object metadata so a republish can skip unchanged files."""
+    s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=data, ContentType=content_type, Metadata={"sha256": sha256})
+
+
+def upload_file(s3: Any, bucket: str, key: str, path: str, sha256: str) -> None:
+    with open(path, "rb") as body:
+        s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, Metadata={"sha256": sha256})

@@ -1,0 +1,127 @@
+#!/usr/bin/python
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: model_publish
+short_description: Publish a model version to S3 for model_sync, files first and the manifest last
+version_added: 0.1.0
+description:
+  - Uploads the files of a local version directory to C(s3://<bucket>/<prefix>/<model>/<version>/), skipping files
+    S3 already holds with the same size and SHA-256, then writes the manifest C(<prefix>/<model>/<version>.manifest.json)
+    listing every file with its size and SHA-256 and carrying the model's C(config.pbtxt).
+  - The manifest is written last, so readers ignore a version whose upload did not finish.
+  - Versions are immutable. Publishing other content under a version that has a manifest fails before any write;
+    publishing the same content again changes nothing.
+author:
+  - inferops maintainers (@inferops)
+options:
+  bucket:
+    description: S3 bucket.
+    type: str
+    required: true
+  prefix:
+    description: Key prefix above the model directories.
+    type: str
+    default: ""
+  model:
+    description: Model name.
+    type: str
+    required: true
+  version:
+    description: Version number (a positive integer, Triton's version directory name).
+    type: int
+    required: true
+  source:
+    description: Local version directory holding the model files (for example C(model.py), C(model.plan)).
+    type: path
+    required: true
+  config:
+    description: The model's C(config.pbtxt).
+    type: path
+    required: true
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+attributes:
+  check_mode:
+    description: Reports the files it would upload without writing to S3.
+    support: full
+  diff_mode:
+    description: Not supported.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Publish version 4 of resnet50
+  inferops.triton_ecs.model_publish:
+    bucket: models-bucket
+    prefix: triton
+    model: resnet50
+    version: 4
+    source: build/resnet50/4
+    config: build/resnet50/config.pbtxt
+"""
+
+RETURN = r"""
+manifest_key:
+  description: S3 key of the manifest.
+  returned: always
+  type: str
+  sample: triton/resnet50/4.manifest.json
+manifest:
+  description: The manifest (files with size and SHA-256, the config text and its SHA-256).
+  returned: always
+  type: dict
+uploaded:
+  description: Files uploaded (in check mode, to upload).
+  returned: always
+  type: list
+  elements: str
+skipped:
+  description: Files S3 already held with the same content.
+  returned: always
+  type: list
+  elements: str
+"""
+
+try:  # noqa: SIM105 - the amazon.aws pattern: AnsibleAWSModule reports a missing botocore
+    from botocore.exceptions import BotoCoreError, ClientError
+except ImportError:
+    pass  # AnsibleAWSModule reports the missing library
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version  # noqa: E402
+
+
+def main() -> None:
+    argument_spec = dict(
+        bucket=dict(type="str", required=True),
+        prefix=dict(type="str", default=""),
+        model=dict(type="str", required=True),
+        version=dict(type="int", required=True),
+        source=dict(type="path", required=True),
+        config=dict(type="path", required=True),
+    )
+    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
+    p = module.params
+    s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
+    try:
+        result = publish_version(
+            s3, p["bucket"], p["prefix"], p["model"], p["version"], p["source"], p["config"], check_mode=module.check_mode
+        )
+    except ManifestError as err:
+        module.fail_json(msg=f"model {p['model']}: {err}", model=p["model"])
+    except (BotoCoreError, ClientError) as err:
+        module.fail_json_aws(err, msg=f"model {p['model']} version {p['version']}: S3 call to bucket {p['bucket']} failed")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

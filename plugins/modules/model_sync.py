@@ -1,0 +1,202 @@
+#!/usr/bin/python
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: model_sync
+short_description: Sync a published model version from S3 into a local Triton model repository, verified and atomic
+version_added: 0.1.0
+description:
+  - Runs on the container instance. Reads the version's manifest (C(<prefix>/<model>/<version>.manifest.json)),
+    fetches only the files no local version already holds with the same SHA-256 (others are hard-linked),
+    into a staging directory inside the model directory (same filesystem), verifies every size and SHA-256
+    against the manifest, then renames the directory into place as C(<host_path>/<model>/<version>) in one
+    step and writes the model's C(config.pbtxt) atomically.
+  - A partial or corrupt download is never visible to Triton; a failed sync leaves the repository as it was.
+  - Re-syncing a version already in place reads the manifest and downloads nothing.
+  - O(state=pruned) removes all but the newest O(keep_versions) local versions, never one in O(protect_versions);
+    run it only after the new version is READY.
+author:
+  - inferops maintainers (@inferops)
+options:
+  state:
+    description: V(present) syncs O(version); V(pruned) removes old local versions and makes no AWS call.
+    type: str
+    choices: [present, pruned]
+    default: present
+  bucket:
+    description: S3 bucket holding the published versions. Required with O(state=present).
+    type: str
+  prefix:
+    description: Key prefix above the model directories.
+    type: str
+    default: ""
+  model:
+    description: Model name (its directory name in S3 and in the repository).
+    type: str
+    required: true
+  version:
+    description: Version to sync, V(latest) for the highest published one.
+    type: str
+    default: latest
+  host_path:
+    description: The model repository on the instance, mounted read-only into the Triton task.
+    type: path
+    required: true
+  keep_versions:
+    description: With O(state=pruned), how many of the newest local versions to keep (2 or more to roll back).
+    type: int
+    default: 3
+  protect_versions:
+    description: With O(state=pruned), versions never removed (those a Triton serves).
+    type: list
+    elements: int
+    default: []
+  verify_local:
+    description: Re-hash the files already in place instead of trusting the verified manifest kept next to them.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+attributes:
+  check_mode:
+    description: Reports what would change (files to download, versions to load) without changing anything.
+    support: full
+  diff_mode:
+    description: Returns the READY or local versions before and after.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Sync the newest published version of resnet50 to local NVMe
+  inferops.triton_ecs.model_sync:
+    bucket: models-bucket
+    prefix: triton
+    model: resnet50
+    host_path: /mnt/nvme/models
+  register: synced
+
+- name: Keep three versions, never the serving one
+  inferops.triton_ecs.model_sync:
+    state: pruned
+    model: resnet50
+    host_path: /mnt/nvme/models
+    keep_versions: 3
+    protect_versions: [4]
+"""
+
+RETURN = r"""
+model:
+  description: The model name.
+  returned: always
+  type: str
+version:
+  description: The synced version number.
+  returned: when O(state=present)
+  type: int
+  sample: 4
+version_dir:
+  description: The version directory.
+  returned: when O(state=present)
+  type: str
+  sample: /mnt/nvme/models/resnet50/4
+downloaded:
+  description: Files fetched from S3 (in check mode, to fetch).
+  returned: when O(state=present)
+  type: list
+  elements: str
+linked:
+  description: Files hard-linked from another local version with the same SHA-256.
+  returned: when O(state=present)
+  type: list
+  elements: str
+kept:
+  description: Files already in place.
+  returned: when O(state=present)
+  type: list
+  elements: str
+config_changed:
+  description: Whether config.pbtxt was (or would be) rewritten.
+  returned: when O(state=present)
+  type: bool
+removed:
+  description: Versions removed (in check mode, to remove).
+  returned: when O(state=pruned)
+  type: list
+  elements: int
+local_versions:
+  description: Versions in place afterwards.
+  returned: always
+  type: list
+  elements: int
+"""
+
+try:  # noqa: SIM105 - the amazon.aws pattern: AnsibleAWSModule reports a missing botocore
+    from botocore.exceptions import BotoCoreError, ClientError
+except ImportError:
+    pass  # AnsibleAWSModule reports the missing library
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_sync import (  # noqa: E402
+    local_versions,
+    prune_versions,
+    sync_version,
+)
+
+
+def main() -> None:
+    argument_spec = dict(
+        state=dict(type="str", choices=["present", "pruned"], default="present"),
+        bucket=dict(type="str"),
+        prefix=dict(type="str", default=""),
+        model=dict(type="str", required=True),
+        version=dict(type="str", default="latest"),
+        host_path=dict(type="path", required=True),
+        keep_versions=dict(type="int", default=3),
+        protect_versions=dict(type="list", elements="int", default=[]),
+        verify_local=dict(type="bool", default=False),
+    )
+    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, required_if=[("state", "present", ["bucket"])])
+    p = module.params
+    model_dir = f"{p['host_path']}/{p['model']}"
+    try:
+        if p["state"] == "pruned":
+            before = local_versions(model_dir)
+            result = prune_versions(p["host_path"], p["model"], p["keep_versions"], p["protect_versions"], check_mode=module.check_mode)
+            after = result["kept"]
+        else:
+            before = local_versions(model_dir)
+            s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
+            result = sync_version(
+                s3,
+                p["bucket"],
+                p["prefix"],
+                p["model"],
+                p["version"],
+                p["host_path"],
+                check_mode=module.check_mode,
+                verify_local=p["verify_local"],
+            )
+            after = sorted(set(before) | {result["version"]})
+    except ManifestError as err:
+        module.fail_json(msg=f"model {p['model']}: {err}", model=p["model"])
+    except OSError as err:
+        module.fail_json(
+            msg=f"model {p['model']} under host_path={p['host_path']}: {err}; check the path exists and is writable", model=p["model"]
+        )
+    except (BotoCoreError, ClientError) as err:
+        module.fail_json_aws(err, msg=f"model {p['model']}: S3 call to bucket {p['bucket']} failed")
+    result["local_versions"] = after
+    result["diff"] = {"before": {"local_versions": before}, "after": {"local_versions": after}}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
