@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,8 +13,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_BASE = "inferops-test/debian-base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-# The wheel's tritonserver 2.51 on Debian, laid out like NGC's tritonserver:<yy.mm>-py3 (CPU only).
-TRITON_CPU_BASE = "inferops-test/tritonserver-cpu:2.51-bookworm"
 TRITON_CPU_BASE_DOCKERFILE = """\
 FROM {debian}
 # The python-backend stub links libpython3.11; test models import numpy. python3 runs the role's scripts.
@@ -22,11 +21,15 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/*
 # NGC's image user: triton-server, uid/gid 1000.
 RUN groupadd --gid 1000 triton-server && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash triton-server
-COPY --chown=0:0 . /opt/tritonserver/
+# Like NGC, the tree belongs to triton-server: the python backend chmods its stub at model load.
+COPY --chown=1000:1000 . /opt/tritonserver/
 ENV PATH=/opt/tritonserver/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /opt/tritonserver
 LABEL org.opencontainers.image.title="tritonserver-cpu (test base)" org.opencontainers.image.version="2.51"
 """
+# The wheel's tritonserver 2.51 on Debian, laid out like NGC's tritonserver:<yy.mm>-py3 (CPU only). The tag carries a
+# hash of the recipe, so a changed recipe never reuses a stale cached image.
+TRITON_CPU_BASE = "inferops-test/tritonserver-cpu:2.51-bookworm-" + hashlib.sha256(TRITON_CPU_BASE_DOCKERFILE.encode()).hexdigest()[:8]
 
 
 def image_exists(ref: str) -> bool:
@@ -67,12 +70,11 @@ def triton_cpu_base() -> str:
 
     home = triton_home()
     dockerfile = TRITON_CPU_BASE_DOCKERFILE.format(debian=debian_base())
-    subprocess.run(
-        ["docker", "build", "--quiet", "-t", TRITON_CPU_BASE, "-f", "-", str(home)],
-        input=dockerfile.encode(),
-        check=True,
-        stdout=subprocess.DEVNULL,
+    build = subprocess.run(
+        ["docker", "build", "--quiet", "-t", TRITON_CPU_BASE, "-f", "-", str(home)], input=dockerfile.encode(), capture_output=True
     )
+    if build.returncode != 0:
+        raise RuntimeError(f"building {TRITON_CPU_BASE} failed:\n{build.stderr.decode(errors='replace')[-3000:]}")
     return TRITON_CPU_BASE
 
 

@@ -1,0 +1,78 @@
+"""Drain benchmark: the triton_image role's image on the CPU test base, stopped under load.
+
+Builds the image through the role (pushed to the loopback registry), starts it with a model that takes ~200 ms per
+request, and `docker stop`s it while 4 tritonclient clients are sending (they keep sending for 0.5 s after the stop
+began, as a load balancer finishing its deregistration would). Prints, one per line as `name: value`:
+
+  failed_requests_during_stop  failed requests among all sent before the clients quit (target 0)
+  stop_seconds                 how long `docker stop` took (target <= longest_inflight_seconds + 2)
+  longest_inflight_seconds     the longest request that was running while the container was stopping
+  start_to_ready_seconds       `docker run` to /v2/health/ready answering 200
+  image_layers_mb              size of the role's layers over the base image
+
+Exits non-zero only when it cannot measure (no Docker, build or start failure).
+"""
+
+from __future__ import annotations
+
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.harness.images import triton_cpu_base
+from tests.harness.triton import write_model
+from tests.harness.triton_image import (
+    TritonContainer,
+    build_image,
+    digest_ref,
+    image_size_bytes,
+    role_vars,
+    stop_under_load,
+)
+
+WORK = Path(__file__).resolve().parents[1] / ".cache" / "bench-drain"
+
+
+def measure() -> dict[str, float]:
+    base = triton_cpu_base()
+    WORK.mkdir(parents=True, exist_ok=True)
+    run = build_image(role_vars(WORK / "build", WORK / "source", "inferops-bench/triton"))
+    if run.rc != 0:
+        raise RuntimeError(f"the triton_image role failed (rc {run.rc}):\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}")
+    image = digest_ref(run)
+    with tempfile.TemporaryDirectory(prefix="bench-drain-") as tmp:
+        models = Path(tmp) / "models"
+        write_model(models, "slow", delay_ms=200, instances=1)
+        for item in [Path(tmp), *Path(tmp).rglob("*")]:  # the container runs as uid 1000
+            item.chmod(item.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if item.is_dir() else 0))
+        container = TritonContainer(image, models, env={"TRITON_LOAD_MODELS": "slow", "TRITON_SMOKE_MODEL": ""})
+        try:
+            ready_s = container.start().wait_ready()
+            drained = stop_under_load(container, "slow", clients=4, warmup_s=2.0, lag_s=0.5)
+        finally:
+            container.remove()
+    return {
+        "failed_requests_during_stop": len(drained.failed_during_stop),
+        "stop_seconds": round(drained.stop_seconds, 2),
+        "longest_inflight_seconds": round(drained.longest_inflight_seconds, 2),
+        "start_to_ready_seconds": round(ready_s, 2),
+        "image_layers_mb": round((image_size_bytes(image) - image_size_bytes(base)) / 1e6, 2),
+    }
+
+
+def main() -> int:
+    try:
+        figures = measure()
+    except Exception as exc:  # cannot measure: say why, exit non-zero
+        print(f"bench/drain.py: cannot measure: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    for name, value in figures.items():
+        print(f"{name}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+#!/usr/bin/python
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ecr_authorization_token
+short_description: Get an ECR authorization token to log Docker in to the account's registry
+version_added: 0.1.0
+description:
+  - Calls ECR C(GetAuthorizationToken) and returns the registry host with a username and password for
+    M(community.docker.docker_login). The password is valid for 12 hours.
+  - Read-only; runs in check mode too, so a check-mode run can still look at the registry.
+author:
+  - inferops maintainers (@inferops)
+options: {}
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+notes:
+  - Supports check mode (the call is read-only and always made).
+"""
+
+EXAMPLES = r"""
+- name: Get an ECR token
+  inferops.triton_ecs.ecr_authorization_token:
+    region: eu-west-1
+  register: ecr_token
+  no_log: true
+
+- name: Log Docker in to ECR
+  community.docker.docker_login:
+    registry_url: "https://{{ ecr_token.registry }}"
+    username: "{{ ecr_token.username }}"
+    password: "{{ ecr_token.password }}"
+  no_log: true
+"""
+
+RETURN = r"""
+registry:
+  description: Registry host of the account and region, C(<account>.dkr.ecr.<region>.amazonaws.com).
+  returned: success
+  type: str
+username:
+  description: Username for the registry (C(AWS)).
+  returned: success
+  type: str
+password:
+  description: Password for the registry, valid until RV(expires_at).
+  returned: success
+  type: str
+expires_at:
+  description: When the password expires (ISO 8601).
+  returned: success
+  type: str
+"""
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._ecr import get_authorization  # noqa: E402
+
+try:
+    from botocore.exceptions import BotoCoreError, ClientError
+except ImportError:  # AnsibleAWSModule reports the missing library
+    BotoCoreError = ClientError = Exception  # type: ignore[assignment,misc]
+
+
+def main() -> None:
+    module = AnsibleAWSModule(argument_spec={}, supports_check_mode=True)
+    ecr = module.client("ecr", retry_decorator=AWSRetry.jittered_backoff())
+    try:
+        auth = get_authorization(ecr)
+    except InputError as e:
+        module.fail_json(msg=str(e), errors=e.errors)
+    except (BotoCoreError, ClientError) as e:
+        module.fail_json_aws(e, msg="ECR GetAuthorizationToken failed")
+    module.exit_json(changed=False, **auth)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Container entrypoint: pre-start self-check, then tritonserver; on SIGTERM drain first, then forward the signal.
+
+A failed self-check prints ONE line on stderr (what the ECS console shows next to the stopped task) and exits 78.
+Configuration comes from the environment (the image sets defaults; the task definition may override them):
+  TRITON_SERVER_BIN          /opt/tritonserver/bin/tritonserver
+  TRITON_MODEL_REPOSITORY    /models
+  TRITON_MODEL_CONTROL_MODE  explicit
+  TRITON_LOAD_MODELS         models loaded at start, comma separated (explicit mode)
+  TRITON_HTTP_PORT / TRITON_GRPC_PORT / TRITON_METRICS_PORT   8000 / 8001 / 8002
+  TRITON_EXIT_TIMEOUT_S      tritonserver --exit-timeout-secs (30)
+  TRITON_EXTRA_ARGS          more tritonserver flags (shell words); container CMD arguments are appended too
+  TRITON_REQUIRE_GPU         true: nvidia-smi must work, show TRITON_GPU_COUNT GPUs and a recent enough driver
+  TRITON_GPU_COUNT           GPUs that must be visible (1)
+  TRITON_MIN_DRIVER_VERSION  minimum NVIDIA driver; empty: derived from CUDA_VERSION (set by NGC images)
+  TRITON_MIN_SHM_MB          minimum /dev/shm size for the python backend (0: no check)
+  TRITON_DRAIN_TIMEOUT_S     longest wait for quiet on SIGTERM (30)
+  TRITON_DRAIN_QUIET_S       how long counters must stay still to count as quiet (0.5)
+  TRITON_DRAIN_WATCH_S       metrics sampling interval while serving, so a quiet server stops at once (1)
+  TRITON_DRAIN_UNLOAD        true: once quiet, unload the models before SIGTERM (tritonserver then exits at once,
+                             instead of checking for live models once a second while it unloads them) (true)
+Python stdlib only: it runs inside the Triton image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import triton_drain
+
+EX_CONFIG = 78  # sysexits: configuration error; the pre-start check failed
+NVIDIA_SMI_TIMEOUT_S = 10
+UNLOAD_TIMEOUT_S = 15  # then SIGTERM anyway: tritonserver's exit timeout still bounds the shutdown
+
+# Minimum Linux driver per CUDA major version (CUDA minor-version compatibility, from the CUDA toolkit release
+# notes). NGC images also carry forward-compatibility libraries; override with TRITON_MIN_DRIVER_VERSION.
+MIN_DRIVER_FOR_CUDA_MAJOR = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+
+
+class PrestartError(Exception):
+    """One-line reason the container must not start."""
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'535.104.05' -> (535, 104, 5); non-numeric parts end the tuple ('550.54.15-rc1' -> (550, 54))."""
+    parts = []
+    for part in version.strip().split("."):
+        digits = ""
+        for char in part:
+            if not char.isdigit():
+                break
+            digits += char
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) != len(part):
+            break
+    if not parts:
+        raise ValueError(f"not a version: {version!r}")
+    return tuple(parts)
+
+
+def version_at_least(version: str, minimum: str) -> bool:
+    have, want = version_tuple(version), version_tuple(minimum)
+    width = max(len(have), len(want))
+    return have + (0,) * (width - len(have)) >= want + (0,) * (width - len(want))
+
+
+def min_driver_version(env: dict[str, str]) -> str:
+    explicit = env.get("TRITON_MIN_DRIVER_VERSION", "").strip()
+    if explicit:
+        return explicit
+    cuda = env.get("CUDA_VERSION", "").strip()
+    return MIN_DRIVER_FOR_CUDA_MAJOR.get(cuda.split(".")[0], "") if cuda else ""
+
+
+def parse_driver_versions(nvidia_smi_output: str) -> list[str]:
+    """Output of `nvidia-smi --query-gpu=driver_version --format=csv,noheader`: one line per visible GPU."""
+    return [line.strip() for line in nvidia_smi_output.splitlines() if line.strip()]
+
+
+def check_gpus(driver_versions: list[str], expected_count: int, minimum_driver: str) -> None:
+    if len(driver_versions) < expected_count:
+        raise PrestartError(f"{len(driver_versions)} GPU(s) visible, {expected_count} required (check the task's GPU resourceRequirements)")
+    if minimum_driver:
+        too_old = sorted({v for v in driver_versions if not version_at_least(v, minimum_driver)})
+        if too_old:
+            raise PrestartError(f"NVIDIA driver {too_old[0]} is older than {minimum_driver}, the minimum for this image's CUDA")
+
+
+def check_shm(total_bytes: int, minimum_mb: int) -> None:
+    if minimum_mb and total_bytes < minimum_mb * 1024 * 1024:
+        raise PrestartError(
+            f"/dev/shm is {total_bytes // (1024 * 1024)} MiB, the python backend needs at least {minimum_mb} MiB "
+            "(set linuxParameters.sharedMemorySize)"
+        )
+
+
+def query_nvidia_smi() -> str:
+    try:
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise PrestartError("GPU required but nvidia-smi is not present (is the task placed with the nvidia runtime?)") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise PrestartError(f"GPU required but nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S}s") from exc
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise PrestartError(f"GPU required but nvidia-smi failed: {detail[0] if detail else f'exit {proc.returncode}'}")
+    return proc.stdout
+
+
+def is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() in TRUE_WORDS
+
+
+def prestart_check(env: dict[str, str], shm_path: str = "/dev/shm") -> None:
+    if is_true(env.get("TRITON_REQUIRE_GPU")):
+        check_gpus(parse_driver_versions(query_nvidia_smi()), int(env.get("TRITON_GPU_COUNT", "1")), min_driver_version(env))
+    minimum_shm = int(env.get("TRITON_MIN_SHM_MB", "0") or 0)
+    if minimum_shm:
+        try:
+            stat = os.statvfs(shm_path)
+        except OSError as exc:
+            raise PrestartError(f"{shm_path} is missing ({exc.strerror}); the python backend needs shared memory") from exc
+        check_shm(stat.f_blocks * stat.f_frsize, minimum_shm)
+
+
+def server_command(env: dict[str, str], extra: list[str]) -> list[str]:
+    cmd = [
+        env.get("TRITON_SERVER_BIN", "/opt/tritonserver/bin/tritonserver"),
+        f"--model-repository={env.get('TRITON_MODEL_REPOSITORY', '/models')}",
+        f"--model-control-mode={env.get('TRITON_MODEL_CONTROL_MODE', 'explicit')}",
+        f"--http-port={env.get('TRITON_HTTP_PORT', '8000')}",
+        f"--grpc-port={env.get('TRITON_GRPC_PORT', '8001')}",
+        f"--metrics-port={env.get('TRITON_METRICS_PORT', '8002')}",
+        f"--exit-timeout-secs={env.get('TRITON_EXIT_TIMEOUT_S', '30')}",
+    ]
+    cmd += [f"--load-model={m.strip()}" for m in env.get("TRITON_LOAD_MODELS", "").split(",") if m.strip()]
+    return cmd + shlex.split(env.get("TRITON_EXTRA_ARGS", "")) + extra
+
+
+def log(message: str) -> None:
+    print(f"triton-entrypoint: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Supervisor:
+    """Runs tritonserver as a child; SIGTERM/SIGINT start one drain, after which the signal goes to tritonserver."""
+
+    env: dict[str, str]
+    proc: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        self.tracker = triton_drain.QuietTracker()
+        self.stopping = threading.Event()
+        self.forwarded = threading.Event()
+        self.metrics_url = triton_drain.metrics_url(self.env)
+
+    def fetch(self) -> dict[str, float]:
+        return triton_drain.fetch_metrics(self.metrics_url)
+
+    def watch(self) -> None:
+        """Sample the counters while serving, so a server that has been quiet for a while stops without waiting."""
+        interval = float(self.env.get("TRITON_DRAIN_WATCH_S", "1"))
+        while not self.stopping.wait(interval):
+            try:
+                self.tracker.observe(triton_drain.sample_from(self.fetch()), time.monotonic())
+            except (OSError, ValueError):
+                continue
+
+    def drain_then_forward(self, signum: int) -> None:
+        result = triton_drain.wait_until_quiet(
+            self.fetch,
+            self.tracker,
+            timeout_s=float(self.env.get("TRITON_DRAIN_TIMEOUT_S", "30")),
+            quiet_s=float(self.env.get("TRITON_DRAIN_QUIET_S", "0.5")),
+        )
+        log(f"drain {'done' if result.quiet else 'cut short'} after {result.waited_s:.1f}s ({result.reason})")
+        if self.forwarded.is_set():
+            return  # a second signal already went through
+        if result.quiet and is_true(self.env.get("TRITON_DRAIN_UNLOAD", "true")):
+            started = time.monotonic()
+            try:
+                done, models = triton_drain.unload_models(triton_drain.http_url(self.env), UNLOAD_TIMEOUT_S)
+                log(f"unloaded {len(models)} model(s) in {time.monotonic() - started:.1f}s" + ("" if done else " (timed out)"))
+            except (OSError, ValueError) as exc:
+                log(f"unloading models before SIGTERM failed ({exc}); tritonserver will unload them")
+        log("stopping tritonserver")
+        self.forward(signum)
+
+    def forward(self, signum: int) -> None:
+        # os.kill, not Popen.poll/send_signal: only reap() may wait on the child, or its status could be lost
+        self.forwarded.set()
+        if self.proc and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signum)
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        if self.stopping.is_set():
+            if not self.forwarded.is_set():
+                log(f"second {signal.Signals(signum).name}: stopping tritonserver without waiting for quiet")
+                self.forward(signum)
+            return
+        self.stopping.set()
+        log(f"{signal.Signals(signum).name} received; draining until Triton is quiet")
+        threading.Thread(target=self.drain_then_forward, args=(signum,), daemon=True).start()
+
+    def run(self, cmd: list[str]) -> int:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self.on_signal)
+        self.proc = subprocess.Popen(cmd)
+        if self.forwarded.is_set():  # the signal came before tritonserver existed: nothing to drain
+            self.forward(signal.SIGTERM)
+        threading.Thread(target=self.watch, daemon=True).start()
+        return self.reap()
+
+    def reap(self) -> int:
+        """Wait for tritonserver, also reaping orphans (this process is PID 1 in the container)."""
+        assert self.proc is not None
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                return self.proc.returncode if self.proc.returncode is not None else 1
+            if pid == self.proc.pid:
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                code = self.proc.returncode
+                return 128 - code if code < 0 else code
+
+
+def main(argv: list[str] | None = None) -> int:
+    env = dict(os.environ)
+    try:
+        prestart_check(env)
+    except (PrestartError, ValueError) as exc:
+        print("triton pre-start check failed: " + " ".join(str(exc).split()), file=sys.stderr, flush=True)
+        return EX_CONFIG
+    cmd = server_command(env, list(sys.argv[1:] if argv is None else argv))
+    log("starting " + " ".join(shlex.quote(c) for c in cmd))
+    code = Supervisor(env).run(cmd)
+    log(f"tritonserver exited with {code}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
