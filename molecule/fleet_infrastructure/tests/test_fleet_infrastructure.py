@@ -1,0 +1,87 @@
+"""Verify: the scenario's moto server holds the fleet the playbook promises, in the state a first deploy needs."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import boto3
+import pytest
+
+STATE = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "aws.json"
+
+
+@pytest.fixture(scope="module")
+def aws() -> dict:
+    return json.loads(STATE.read_text())
+
+
+def client(aws: dict, service: str):
+    return boto3.client(
+        service, region_name="us-east-1", endpoint_url=aws["endpoint"], aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+
+
+def test_the_moto_server_listens(host, aws):
+    assert host.socket(f"tcp://127.0.0.1:{aws['port']}").is_listening
+
+
+def test_cluster_has_container_insights_and_the_gpu_capacity_provider(aws):
+    cluster = client(aws, "ecs").describe_clusters(clusters=["inference"], include=["SETTINGS"])["clusters"][0]
+    assert {"name": "containerInsights", "value": "enabled"} in cluster["settings"]
+    assert cluster["capacityProviders"] == ["triton-gpu"]
+
+
+def test_capacity_provider_scales_the_scale_in_protected_group(aws):
+    provider = client(aws, "ecs").describe_capacity_providers(capacityProviders=["triton-gpu"])["capacityProviders"][0]
+    asg_provider = provider["autoScalingGroupProvider"]
+    assert asg_provider["managedScaling"]["status"] == "ENABLED"
+    assert asg_provider["managedTerminationProtection"] == "ENABLED"
+    group = client(aws, "autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["triton-gpu"])["AutoScalingGroups"][0]
+    assert group["NewInstancesProtectedFromScaleIn"] is True
+
+
+def test_launch_template_requires_imdsv2_and_joins_the_cluster(aws):
+    data = client(aws, "ec2").describe_launch_template_versions(LaunchTemplateName="triton-gpu", Versions=["$Latest"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["ImageId"] == "ami-0123456789abcdef0"
+    assert "ECS_CLUSTER=inference" in base64.b64decode(data["UserData"]).decode()
+
+
+def test_production_forwards_to_blue_and_test_to_green(aws):
+    elbv2 = client(aws, "elbv2")
+    lb = elbv2.describe_load_balancers(Names=["triton"])["LoadBalancers"][0]
+    listeners = {li["Port"]: li for li in elbv2.describe_listeners(LoadBalancerArn=lb["LoadBalancerArn"])["Listeners"]}
+    groups = {
+        tg["TargetGroupName"]: tg["TargetGroupArn"]
+        for tg in elbv2.describe_target_groups(Names=["triton-blue", "triton-green"])["TargetGroups"]
+    }
+    production = {e["TargetGroupArn"]: e["Weight"] for e in listeners[80]["DefaultActions"][0]["ForwardConfig"]["TargetGroups"]}
+    assert production == {groups["triton-blue"]: 100, groups["triton-green"]: 0}
+    test = {e["TargetGroupArn"]: e["Weight"] for e in listeners[8080]["DefaultActions"][0]["ForwardConfig"]["TargetGroups"]}
+    assert test.get(groups["triton-green"]) == 100 and not test.get(groups["triton-blue"])
+
+
+def test_services_blue_live_green_standby(aws):
+    services = client(aws, "ecs").describe_services(cluster="inference", services=["triton-blue", "triton-green"])["services"]
+    counts = {s["serviceName"]: s["desiredCount"] for s in services}
+    assert counts == {"triton-blue": 2, "triton-green": 0}
+
+
+def test_cutover_gate_alarms_and_dashboard(aws):
+    cloudwatch = client(aws, "cloudwatch")
+    names = sorted(a["AlarmName"] for a in cloudwatch.describe_alarms(AlarmNamePrefix="triton-")["MetricAlarms"])
+    assert names == sorted(
+        [
+            "triton-blue-target-5xx",
+            "triton-green-target-5xx",
+            "triton-blue-p99-latency",
+            "triton-green-p99-latency",
+            "triton-inference-failures",
+        ]
+    )
+    assert [d["DashboardName"] for d in cloudwatch.list_dashboards()["DashboardEntries"]] == ["triton"]

@@ -1,0 +1,327 @@
+"""playbooks/infrastructure.yml and its roles against a moto server: first run creates, re-runs change nothing,
+a cutover's weights / task definitions / desired counts survive a re-run, every skip switch skips, bad input
+fails before any write. The custom modules' four-step runs are in playbooks/infrastructure_modules.yml."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.infrastructure import AMI, APP, CLUSTER, network, packer_manifest
+from tests.harness.moto import REGION, MotoServer
+
+PLAYBOOK = REPO_ROOT / "playbooks" / "infrastructure.yml"
+PLAYBOOKS = Path(__file__).parent / "playbooks"
+# Every task of the roles that writes to AWS, with the switch that skips it.
+SKIPPABLE = {
+    "ECS cluster with Container Insights": "fleet_cluster_manage",
+    "Log group with retention": "fleet_cluster_log_group_manage",
+    "Launch template (IMDSv2 required, user data joins the cluster)": "fleet_capacity_manage",
+    "Auto Scaling group (desired capacity left to managed scaling)": "fleet_capacity_manage",
+    "Capacity provider with managed scaling, attached to the cluster (new instances scale-in protected)": "fleet_capacity_manage",
+    "Blue and green services, created when missing": "fleet_services_manage",
+    "Target 5xx per colour (cutover gate)": "fleet_alarms_manage",
+    "Target response time p99 per colour (cutover gate)": "fleet_alarms_manage",
+    "Triton inference failures (cutover gate)": "fleet_alarms_manage",
+    "Dashboard of the service": "fleet_alarms_dashboard_manage",
+    "Target groups, health-checked on Triton's readiness": "fleet_load_balancing_manage",
+    "Slow start for Triton warm-up": "fleet_load_balancing_manage",
+}
+
+
+@pytest.fixture(autouse=True)
+def aws_managed_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto loads AWS managed policies (the instance role attaches AmazonEC2ContainerServiceforEC2Role) only when asked.
+    Autouse, so it is set before the moto_server fixture starts the server."""
+    monkeypatch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+
+
+def extra_vars(moto: MotoServer, net: dict[str, Any], tmp_path: Path, **overrides: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "aws_region": REGION,
+        "aws_endpoint_url": moto.endpoint,
+        "fleet_iam_manage": True,
+        "fleet_iam_model_bucket": "example-models",
+        "fleet_iam_model_prefix": "triton/",
+        "fleet_iam_ecr_repository_arns": [f"arn:aws:ecr:{REGION}:123456789012:repository/triton"],
+        "fleet_cluster_name": CLUSTER,
+        "fleet_cluster_log_retention_days": 14,
+        "fleet_capacity_packer_manifest": str(packer_manifest(tmp_path)),
+        "fleet_capacity_subnets": net["subnets"],
+        "fleet_capacity_security_groups": [net["security_group"]],
+        "fleet_load_balancing_vpc_id": net["vpc"],
+        "fleet_load_balancing_alb_create": True,
+        "fleet_load_balancing_alb_name": "triton",
+        "fleet_load_balancing_alb_subnets": net["subnets"],
+        "fleet_load_balancing_alb_security_groups": [net["security_group"]],
+        "fleet_load_balancing_production": {"port": 80, "protocol": "HTTP"},
+        "fleet_load_balancing_test": {"port": 8080, "protocol": "HTTP"},
+        "fleet_load_balancing_deregistration_delay_s": 45,
+        "fleet_load_balancing_slow_start_s": 90,
+        "fleet_services_app_name": APP,
+        "fleet_services_task_definition": net["task_definitions"][0],
+        "fleet_services_desired_count": 2,
+        "fleet_services_subnets": net["subnets"],
+        "fleet_services_security_groups": [net["security_group"]],
+        "fleet_alarms_app_name": APP,
+    }
+    values.update(overrides)
+    return values
+
+
+def run(moto: MotoServer, variables: dict[str, Any], **kwargs: Any):
+    return run_playbook(PLAYBOOK, extra_vars=variables, env=moto.env(), **kwargs)
+
+
+def listener_weights(moto: MotoServer, listener_arn: str, tgs: dict[str, str]) -> dict[str, int]:
+    action = moto.client("elbv2").describe_listeners(ListenerArns=[listener_arn])["Listeners"][0]["DefaultActions"][0]
+    by_arn = {arn: color for color, arn in tgs.items()}
+    weights = dict.fromkeys(tgs, 0)
+    weights.update({by_arn[e["TargetGroupArn"]]: e["Weight"] for e in action["ForwardConfig"]["TargetGroups"]})
+    return weights
+
+
+def task_results(result, task: str) -> list[dict[str, Any]]:
+    """Per-host results of a role task, named without its role prefix ("<role> : <task>" in the json callback)."""
+    return [h for t in result.tasks if t["name"] == task or t["name"].endswith(f" : {task}") for h in t["hosts"].values()]
+
+
+def task_result(result, task: str) -> dict[str, Any]:
+    found = task_results(result, task)
+    assert len(found) == 1, f"{task}: {len(found)} results"
+    return found[0]
+
+
+def was_skipped(result, task: str) -> bool:
+    """Every host (and every loop item) of the task was skipped; a task that did not appear at all is not."""
+    hosts = task_results(result, task)
+    return bool(hosts) and all(h.get("skipped") or (h.get("results") and all(i.get("skipped") for i in h["results"])) for h in hosts)
+
+
+def published(result) -> dict[str, Any]:
+    return task_result(result, "What the cutover needs")["msg"]
+
+
+def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoServer, tmp_path: Path) -> None:
+    net = network(moto_server)
+    variables = extra_vars(moto_server, net, tmp_path)
+
+    first = run(moto_server, variables)
+    assert first.rc == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    out = published(first)
+    tgs = out["target_groups"]
+
+    ecs, elbv2, ec2 = moto_server.client("ecs"), moto_server.client("elbv2"), moto_server.client("ec2")
+    cluster = ecs.describe_clusters(clusters=[CLUSTER], include=["SETTINGS"])["clusters"][0]
+    assert {"name": "containerInsights", "value": "enabled"} in cluster["settings"]
+    assert cluster["capacityProviders"] == ["triton-gpu"]
+    assert cluster["defaultCapacityProviderStrategy"][0]["capacityProvider"] == "triton-gpu"
+    groups = moto_server.client("logs").describe_log_groups(logGroupNamePrefix="/ecs/triton")["logGroups"]
+    assert [(g["logGroupName"], g.get("retentionInDays")) for g in groups] == [("/ecs/triton", 14)]
+
+    provider = ecs.describe_capacity_providers(capacityProviders=["triton-gpu"])["capacityProviders"][0]["autoScalingGroupProvider"]
+    assert provider["managedScaling"]["status"] == "ENABLED" and provider["managedTerminationProtection"] == "ENABLED"
+    asg = moto_server.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["triton-gpu"])["AutoScalingGroups"][0]
+    assert provider["autoScalingGroupArn"] == asg["AutoScalingGroupARN"]
+    assert asg["NewInstancesProtectedFromScaleIn"] is True
+    version = ec2.describe_launch_template_versions(LaunchTemplateName="triton-gpu", Versions=["$Latest"])["LaunchTemplateVersions"][0]
+    data = version["LaunchTemplateData"]
+    assert data["ImageId"] == AMI  # the us-east-1 AMI of the manifest's last build
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert "ECS_CLUSTER=inference" in base64.b64decode(data["UserData"]).decode().splitlines()
+    profile = data["IamInstanceProfile"]
+    assert profile.get("Name") == "triton-ecs-instance" or profile.get("Arn", "").endswith(":instance-profile/triton-ecs-instance")
+
+    for color in ("blue", "green"):
+        attributes = {a["Key"]: a["Value"] for a in elbv2.describe_target_group_attributes(TargetGroupArn=tgs[color])["Attributes"]}
+        assert attributes["deregistration_delay.timeout_seconds"] == "45"
+        assert attributes["slow_start.duration_seconds"] == "90"
+        group = elbv2.describe_target_groups(TargetGroupArns=[tgs[color]])["TargetGroups"][0]
+        assert (group["HealthCheckPath"], group["TargetType"], group["Port"]) == ("/v2/health/ready", "ip", 8000)
+    assert listener_weights(moto_server, out["production_listener_arn"], tgs) == {"blue": 100, "green": 0}
+    assert listener_weights(moto_server, out["test_listener_arn"], tgs) == {"blue": 0, "green": 100}
+
+    services = {s["serviceName"]: s for s in ecs.describe_services(cluster=CLUSTER, services=[f"{APP}-blue", f"{APP}-green"])["services"]}
+    assert services[f"{APP}-blue"]["desiredCount"] == 2 and services[f"{APP}-green"]["desiredCount"] == 0
+    assert services[f"{APP}-green"]["loadBalancers"][0]["targetGroupArn"] == tgs["green"]
+    assert services[f"{APP}-blue"]["networkConfiguration"]["awsvpcConfiguration"]["assignPublicIp"] == "DISABLED"
+
+    alarms = moto_server.client("cloudwatch").describe_alarms(AlarmNamePrefix=APP)["MetricAlarms"]
+    assert sorted(a["AlarmName"] for a in alarms) == sorted(out["alarm_names"])
+    assert len(out["alarm_names"]) == 5
+    p99 = next(a for a in alarms if a["AlarmName"] == f"{APP}-green-p99-latency")
+    assert p99["ExtendedStatistic"] == "p99"
+    assert {d["Name"]: d["Value"] for d in p99["Dimensions"]}["TargetGroup"] == tgs["green"].split(":")[-1]
+    body = json.loads(moto_server.client("cloudwatch").get_dashboard(DashboardName=APP)["DashboardBody"])
+    assert any(w["type"] == "alarm" for w in body["widgets"])
+    iam = moto_server.client("iam")
+    task_policy = iam.get_role_policy(RoleName="triton-task", PolicyName="triton-model-read")["PolicyDocument"]
+    by_sid = {statement["Sid"]: statement for statement in task_policy["Statement"]}
+    assert by_sid["ReadModels"]["Action"] == "s3:GetObject"
+    assert by_sid["ReadModels"]["Resource"] == "arn:aws:s3:::example-models/triton/*"  # the model prefix only, read-only
+    assert by_sid["ListModelPrefix"]["Condition"]["StringLike"]["s3:prefix"] == ["triton/", "triton/*"]
+    assert (
+        iam.get_instance_profile(InstanceProfileName="triton-ecs-instance")["InstanceProfile"]["Roles"][0]["RoleName"]
+        == "triton-ecs-instance"
+    )
+
+    second = run(moto_server, variables)
+    assert second.rc == 0, second.stderr[-2000:]
+    assert second.changed_tasks == []
+
+    # A cutover by the bluegreen module: green live at 100 with the next revision and 3 tasks, blue scaled to 0.
+    elbv2.modify_listener(
+        ListenerArn=out["production_listener_arn"],
+        DefaultActions=[
+            {
+                "Type": "forward",
+                "ForwardConfig": {
+                    "TargetGroups": [{"TargetGroupArn": tgs["blue"], "Weight": 0}, {"TargetGroupArn": tgs["green"], "Weight": 100}]
+                },
+            }
+        ],
+    )
+    elbv2.modify_listener(
+        ListenerArn=out["test_listener_arn"],
+        DefaultActions=[{"Type": "forward", "ForwardConfig": {"TargetGroups": [{"TargetGroupArn": tgs["blue"], "Weight": 100}]}}],
+    )
+    ecs.update_service(cluster=CLUSTER, service=f"{APP}-green", taskDefinition=net["task_definitions"][1], desiredCount=3)
+    ecs.update_service(cluster=CLUSTER, service=f"{APP}-blue", desiredCount=0)
+    moto_server.client("autoscaling").set_desired_capacity(AutoScalingGroupName="triton-gpu", DesiredCapacity=2)  # managed scaling's choice
+
+    third = run(moto_server, variables)
+    assert third.rc == 0, third.stderr[-2000:]
+    assert third.changed_tasks == []
+    assert listener_weights(moto_server, out["production_listener_arn"], tgs) == {"blue": 0, "green": 100}
+    assert listener_weights(moto_server, out["test_listener_arn"], tgs) == {"blue": 100, "green": 0}
+    services = {s["serviceName"]: s for s in ecs.describe_services(cluster=CLUSTER, services=[f"{APP}-blue", f"{APP}-green"])["services"]}
+    assert (services[f"{APP}-green"]["taskDefinition"], services[f"{APP}-green"]["desiredCount"]) == (net["task_definitions"][1], 3)
+    assert services[f"{APP}-blue"]["desiredCount"] == 0
+    asg = moto_server.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["triton-gpu"])["AutoScalingGroups"][0]
+    assert asg["DesiredCapacity"] == 2
+    assert task_result(third, "Production and test listeners, created with the initial weights")["live_color"] == "green"
+
+    # Everything managed elsewhere: nothing is written, every write task is skipped, the same ARNs are published.
+    switches = {switch: False for switch in set(SKIPPABLE.values()) | {"fleet_iam_manage", "fleet_load_balancing_listeners_manage"}}
+    fourth = run(moto_server, {**variables, **switches, "fleet_load_balancing_alb_create": False})
+    assert fourth.rc == 0, fourth.stderr[-2000:]
+    assert fourth.changed_tasks == []
+    for task in SKIPPABLE:
+        assert was_skipped(fourth, task), task
+    again = published(fourth)
+    assert {k: again[k] for k in ("target_groups", "production_listener_arn", "test_listener_arn")} == {
+        k: out[k] for k in ("target_groups", "production_listener_arn", "test_listener_arn")
+    }
+
+
+def test_skip_switches_leave_their_parts_alone(moto_server: MotoServer, tmp_path: Path) -> None:
+    """Every write switch off on a fresh account (the load balancing ones are exercised off in the test above)."""
+    net = network(moto_server)
+    ecs = moto_server.client("ecs")
+    # What another tool (e.g. Terraform) manages instead: a cluster whose Container Insights is off.
+    ecs.create_cluster(clusterName=CLUSTER, settings=[{"name": "containerInsights", "value": "disabled"}])
+    switches = {s: False for s in set(SKIPPABLE.values()) if not s.startswith("fleet_load_balancing")}
+    result = run(moto_server, extra_vars(moto_server, net, tmp_path, fleet_iam_manage=False, **switches))
+    assert result.rc == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    for task, switch in SKIPPABLE.items():
+        assert was_skipped(result, task) == (switch in switches), task
+    cloudwatch, iam = moto_server.client("cloudwatch"), moto_server.client("iam")
+    left_alone = {
+        "fleet_cluster_manage": ecs.describe_clusters(clusters=[CLUSTER], include=["SETTINGS"])["clusters"][0]["settings"][0]["value"]
+        == "disabled",
+        "fleet_cluster_log_group_manage": moto_server.client("logs").describe_log_groups(logGroupNamePrefix="/ecs/triton")["logGroups"]
+        == [],
+        "fleet_capacity_manage": ecs.describe_capacity_providers(capacityProviders=["triton-gpu"])["capacityProviders"] == []
+        and moto_server.client("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"] == []
+        and moto_server.client("ec2").describe_launch_templates()["LaunchTemplates"] == [],
+        "fleet_services_manage": ecs.list_services(cluster=CLUSTER)["serviceArns"] == [],
+        "fleet_alarms_manage": cloudwatch.describe_alarms()["MetricAlarms"] == [],
+        "fleet_alarms_dashboard_manage": cloudwatch.list_dashboards()["DashboardEntries"] == [],
+        "fleet_iam_manage": [r["RoleName"] for r in iam.list_roles()["Roles"] if r["RoleName"].startswith("triton")] == [],
+    }
+    assert sorted(left_alone) == sorted([*switches, "fleet_iam_manage"])
+    assert [s for s, ok in left_alone.items() if not ok] == []
+    # The load balancing still ran, and the ARNs are published for deploy.yml either way.
+    assert published(result)["alarm_names"] == [
+        f"{APP}-blue-target-5xx",
+        f"{APP}-blue-p99-latency",
+        f"{APP}-green-target-5xx",
+        f"{APP}-green-p99-latency",
+        f"{APP}-inference-failures",
+    ]
+
+
+def test_modules_four_steps_and_bad_input(moto_server: MotoServer) -> None:
+    net = network(moto_server)
+    ec2, elbv2, autoscaling = moto_server.client("ec2"), moto_server.client("elbv2"), moto_server.client("autoscaling")
+    alb = elbv2.create_load_balancer(Name="shared", Subnets=net["subnets"])["LoadBalancers"][0]["LoadBalancerArn"]
+    tgs = {
+        color: elbv2.create_target_group(Name=f"mod-{color}", Protocol="HTTP", Port=8000, VpcId=net["vpc"], TargetType="ip")[
+            "TargetGroups"
+        ][0]["TargetGroupArn"]
+        for color in ("blue", "green")
+    }
+    not_found = {"Type": "fixed-response", "FixedResponseConfig": {"StatusCode": "404"}}
+    shared = elbv2.create_listener(LoadBalancerArn=alb, Protocol="HTTP", Port=80, DefaultActions=[not_found])["Listeners"][0]["ListenerArn"]
+    ec2.create_launch_template(LaunchTemplateName="mod", LaunchTemplateData={"ImageId": AMI, "InstanceType": "g5.xlarge"})
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName="mod",
+        LaunchTemplate={"LaunchTemplateName": "mod"},
+        MinSize=0,
+        MaxSize=2,
+        VPCZoneIdentifier=",".join(net["subnets"]),
+    )
+    asg_arn = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["mod"])["AutoScalingGroups"][0]["AutoScalingGroupARN"]
+    variables = {
+        "aws_endpoint_url": moto_server.endpoint,
+        "subnets": net["subnets"],
+        "security_group": net["security_group"],
+        "alb_arn": alb,
+        "shared_listener_arn": shared,
+        "tgs": tgs,
+        "task_definition": net["task_definitions"][0],
+        "asg_arn": asg_arn,
+    }
+    result = run_playbook(PLAYBOOKS / "infrastructure_modules.yml", extra_vars=variables, env=moto_server.env())
+    failed = [t["name"] for t in result.tasks if any(h.get("failed") and not h.get("ignore_errors") for h in t["hosts"].values())]
+    assert result.rc == 0, f"{failed}\n{result.stdout[-4000:]}"
+
+    # The four steps left AWS as the last run says.
+    assert (
+        autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["mod"])["AutoScalingGroups"][0]["NewInstancesProtectedFromScaleIn"]
+        is True
+    )
+    rules = [r for r in elbv2.describe_rules(ListenerArn=shared)["Rules"] if not r["IsDefault"]]
+    assert [(r["Priority"], r["Actions"][0]["ForwardConfig"]["TargetGroups"][0]["Weight"]) for r in rules] == [("10", 100)]
+    assert elbv2.describe_listeners(ListenerArns=[shared])["Listeners"][0]["DefaultActions"][0]["Type"] == "fixed-response"
+
+    # Bad input wrote nothing.
+    ecs, cloudwatch = moto_server.client("ecs"), moto_server.client("cloudwatch")
+    assert [c.split("/")[-1] for c in ecs.list_clusters()["clusterArns"]] == ["modules"]
+    assert ecs.describe_capacity_providers(capacityProviders=["gpu-bad", "ecs-gpu"])["capacityProviders"] == []
+    attributes = {a["Key"]: a["Value"] for a in elbv2.describe_target_group_attributes(TargetGroupArn=tgs["green"])["Attributes"]}
+    assert attributes["slow_start.duration_seconds"] == "0"
+    assert [d["DashboardName"] for d in cloudwatch.list_dashboards()["DashboardEntries"]] == ["modules"]
+    assert sorted(listener["Port"] for listener in elbv2.describe_listeners(LoadBalancerArn=alb)["Listeners"]) == [80, 8080]
+    assert sorted(arn.split("/")[-1] for arn in ecs.list_services(cluster="modules")["serviceArns"]) == ["modapp-blue", "modapp-green"]
+
+
+def test_capacity_without_an_ami_for_the_region_fails_before_writing(moto_server: MotoServer, tmp_path: Path) -> None:
+    net = network(moto_server)
+    off = {
+        s: False
+        for s in ("fleet_cluster_log_group_manage", "fleet_services_manage", "fleet_alarms_manage", "fleet_alarms_dashboard_manage")
+    }
+    # The manifest's last build has AMIs for us-west-2 and us-east-1 only.
+    result = run(moto_server, extra_vars(moto_server, net, tmp_path, fleet_iam_manage=False, fleet_capacity_region="ap-south-1", **off))
+    assert result.rc != 0
+    check = task_result(result, "Check the AMI")
+    assert check.get("failed") and "ap-south-1" in check["msg"] and "fleet_capacity_ami_id" in check["msg"]
+    ec2 = moto_server.client("ec2")
+    assert ec2.describe_launch_templates()["LaunchTemplates"] == []
+    assert moto_server.client("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"] == []

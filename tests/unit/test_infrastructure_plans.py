@@ -1,0 +1,426 @@
+"""The pure functions of the infrastructure modules: validation, drift and plans, and the ensure() flows with the
+AWS client replaced at the client-function boundary (what each would write, and that bad input writes nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
+    _bluegreen_listeners as listeners,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
+    _bluegreen_services as services,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
+    _capacity_provider as capacity,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
+    _cloudwatch_dashboard as dashboard,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
+    _ecs_cluster as cluster,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
+    _target_group_attributes as tga,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
+
+TG = {
+    "blue": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/b/1",
+    "green": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/g/2",
+}
+ASG = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0000:autoScalingGroupName/gpu"
+
+
+def forward(weights: dict[str, int]) -> list[dict[str, Any]]:
+    return [listeners.forward_action(TG, weights)]
+
+
+# ---------------------------------------------------------------- ecs_cluster
+
+
+def test_cluster_plan_creates_updates_or_leaves() -> None:
+    params = {"name": "inference", "container_insights": "enabled"}
+    assert cluster.plan(None, params) == ["create"]
+    assert cluster.plan({"settings": []}, params) == ["update_settings"]  # AWS omits the setting when never set: disabled
+    assert cluster.plan({"settings": [{"name": "containerInsights", "value": "enabled"}]}, params) == []
+    assert (
+        cluster.plan({"settings": [{"name": "containerInsights", "value": "disabled"}]}, {**params, "container_insights": "disabled"}) == []
+    )
+
+
+def test_cluster_validate_names_the_field() -> None:
+    errors = cluster.validate({"name": "bad name", "container_insights": "on", "tags": {"team": 1}})
+    assert len(errors) == 3
+    assert errors[0].startswith("name 'bad name'") and "container_insights 'on'" in errors[1] and "tags.team" in errors[2]
+
+
+class FakeEcsCluster:
+    def __init__(self, existing: dict[str, Any] | None) -> None:
+        self.existing = existing
+        self.writes: list[str] = []
+
+    def describe_clusters(self, **kwargs: Any) -> dict[str, Any]:
+        return {"clusters": [self.existing] if self.existing else []}
+
+    def create_cluster(self, **kwargs: Any) -> dict[str, Any]:
+        self.writes.append("create_cluster")
+        return {
+            "cluster": {"clusterArn": "arn:c", "clusterName": kwargs["clusterName"], "settings": kwargs["settings"], "status": "ACTIVE"}
+        }
+
+    def update_cluster(self, **kwargs: Any) -> dict[str, Any]:
+        self.writes.append("update_cluster")
+        return {"cluster": {**(self.existing or {}), "settings": kwargs["settings"]}}
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_cluster_ensure_check_mode_writes_nothing(check_mode: bool) -> None:
+    ecs = FakeEcsCluster(None)
+    result = cluster.ensure(ecs, {"name": "inference", "container_insights": "enabled", "tags": {}}, check_mode)
+    assert result["changed"] and result["actions"] == ["create"]
+    assert ecs.writes == ([] if check_mode else ["create_cluster"])
+    assert result["diff"]["after"] == {"name": "inference", "container_insights": "enabled"}
+
+
+def test_cluster_ensure_bad_input_writes_nothing() -> None:
+    ecs = FakeEcsCluster(None)
+    with pytest.raises(InputError):
+        cluster.ensure(ecs, {"name": "", "container_insights": "enabled"}, False)
+    assert ecs.writes == []
+
+
+# ---------------------------------------------------------------- ecs_capacity_provider
+
+
+def provider_params(**overrides: Any) -> dict[str, Any]:
+    params = {
+        "name": "triton-gpu",
+        "cluster": "inference",
+        "auto_scaling_group_arn": ASG,
+        "managed_scaling": {"enabled": True, "target_capacity": 100, "instance_warmup_period_s": 300},
+        "managed_termination_protection": True,
+        "default_strategy": {"weight": 1, "base": 0},
+        "tags": {},
+    }
+    params.update(overrides)
+    return params
+
+
+def test_capacity_validate() -> None:
+    assert capacity.validate(provider_params()) == []
+    errors = capacity.validate(
+        provider_params(
+            name="ecs-gpu",
+            auto_scaling_group_arn="gpu",
+            managed_scaling={"enabled": False, "target_capacity": 0, "minimum_scaling_step_size": 5, "maximum_scaling_step_size": 2},
+        )
+    )
+    joined = "; ".join(errors)
+    for fragment in (
+        "reserves names",
+        "auto_scaling_group_arn 'gpu'",
+        "target_capacity is 0",
+        "swap them",
+        "managed_termination_protection needs",
+    ):
+        assert fragment in joined
+
+
+def test_capacity_drift_compares_only_asked_fields_and_refuses_another_asg() -> None:
+    current = {
+        "autoScalingGroupProvider": {
+            "autoScalingGroupArn": ASG,
+            "managedScaling": {"status": "ENABLED", "targetCapacity": 100, "instanceWarmupPeriod": 300, "maximumScalingStepSize": 10000},
+            "managedTerminationProtection": "ENABLED",
+        }
+    }
+    assert capacity.provider_drift(current, provider_params()) == []
+    assert capacity.provider_drift(current, provider_params(managed_termination_protection=False)) == ["managedTerminationProtection"]
+    with pytest.raises(InputError, match="cannot change it"):
+        capacity.provider_drift(current, provider_params(auto_scaling_group_arn=ASG.replace("/gpu", "/other")))
+
+
+def test_capacity_cluster_plan_keeps_other_providers() -> None:
+    attached = {
+        "capacityProviders": ["FARGATE", "triton-gpu"],
+        "defaultCapacityProviderStrategy": [{"capacityProvider": "triton-gpu", "weight": 1, "base": 0}],
+    }
+    assert capacity.cluster_plan(attached, provider_params()) is None
+    providers, strategy = capacity.cluster_plan(
+        {"capacityProviders": ["FARGATE"], "defaultCapacityProviderStrategy": []}, provider_params()
+    )
+    assert providers == ["FARGATE", "triton-gpu"] and strategy == [{"capacityProvider": "triton-gpu", "weight": 1, "base": 0}]
+    # Without default_strategy the cluster's own default strategy is kept as it is.
+    providers, strategy = capacity.cluster_plan(
+        {"capacityProviders": [], "defaultCapacityProviderStrategy": []}, provider_params(default_strategy=None)
+    )
+    assert providers == ["triton-gpu"] and strategy == []
+
+
+# ---------------------------------------------------------------- target_group_attributes
+
+
+def test_target_group_attribute_changes() -> None:
+    current = {"slow_start.duration_seconds": "0", "deregistration_delay.timeout_seconds": "300", "stickiness.enabled": "false"}
+    assert tga.changes(current, {"slow_start.duration_seconds": 60, "stickiness.enabled": False}) == {"slow_start.duration_seconds": "60"}
+    assert tga.changes(current, {"deregistration_delay.timeout_seconds": "300"}) == {}
+    with pytest.raises(InputError, match=r"no_such\.key"):
+        tga.changes(current, {"no_such.key": 1})
+
+
+@pytest.mark.parametrize(
+    ("attributes", "fragment"),
+    [
+        ({"slow_start.duration_seconds": 10}, "0 (off) or 30-900"),
+        ({"slow_start.duration_seconds": 901}, "0 (off) or 30-900"),
+        ({"deregistration_delay.timeout_seconds": 4000}, "between 0 and 3600"),
+        ({"deregistration_delay.timeout_seconds": "soon"}, "number of seconds"),
+        ({"Bad Key": 1}, "dotted lower-case"),
+        ({}, "attributes is empty"),
+    ],
+)
+def test_target_group_attribute_validation(attributes: dict[str, Any], fragment: str) -> None:
+    errors = tga.validate({"target_group_arn": TG["blue"], "attributes": attributes})
+    assert any(fragment in e for e in errors), errors
+
+
+def test_target_group_attribute_valid_values_pass() -> None:
+    assert (
+        tga.validate(
+            {"target_group_arn": TG["blue"], "attributes": {"slow_start.duration_seconds": 0, "deregistration_delay.timeout_seconds": 45}}
+        )
+        == []
+    )
+
+
+# ---------------------------------------------------------------- cloudwatch_dashboard
+
+
+def test_dashboard_body_compares_as_json() -> None:
+    body = {"widgets": [{"type": "text", "properties": {"markdown": "x"}}]}
+    assert dashboard.canonical(dashboard.body_of('{"widgets":[{"properties":{"markdown":"x"},"type":"text"}]}')) == dashboard.canonical(
+        body
+    )
+    with pytest.raises(InputError, match="not valid JSON"):
+        dashboard.body_of("{widgets")
+    assert dashboard.validate({"name": "d", "body": {"widgets": [{"x": 0}]}}) == [
+        "body.widgets[0] has no type: give metric, text, log, alarm or explorer"
+    ]
+    assert dashboard.validate({"name": "d", "state": "absent"}) == []
+
+
+# ---------------------------------------------------------------- bluegreen_listeners
+
+
+def listener_params(**overrides: Any) -> dict[str, Any]:
+    params = {
+        "load_balancer_arn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/a/1",
+        "target_groups": TG,
+        "initial_live_color": "blue",
+        "production": {"port": 80, "protocol": "HTTP", "certificate_arn": None, "ssl_policy": None, "rule": None},
+        "test": {"port": 8080, "protocol": "HTTP", "certificate_arn": None, "ssl_policy": None},
+        "tags": {},
+    }
+    params.update(overrides)
+    return params
+
+
+def test_listeners_plan_creates_with_initial_weights() -> None:
+    steps = listeners.plan({"production_listener": None, "test_listener": None}, listener_params(initial_live_color="green"))
+    assert [(step[0], step[1]) for step in steps] == [("create_listener", "production"), ("create_listener", "test")]
+    production, test = steps[0][2], steps[1][2]
+    assert listeners.observed_weights(production["DefaultActions"], TG) == {"blue": 0, "green": 100}
+    assert listeners.observed_weights(test["DefaultActions"], TG) == {"blue": 100, "green": 0}  # the standby colour
+
+
+def test_listeners_plan_leaves_weights_set_by_a_cutover() -> None:
+    observed = {
+        "production_listener": {"Port": 80, "Protocol": "HTTP", "DefaultActions": forward({"blue": 0, "green": 100})},
+        "test_listener": {"Port": 8080, "Protocol": "HTTP", "DefaultActions": [{"Type": "forward", "TargetGroupArn": TG["blue"]}]},
+    }
+    assert listeners.plan(observed, listener_params()) == []
+
+
+def test_listeners_plan_refuses_a_listener_forwarding_elsewhere() -> None:
+    other = [{"Type": "forward", "TargetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/other/3"}]
+    observed = {"production_listener": {"Port": 80, "Protocol": "HTTP", "DefaultActions": other}, "test_listener": None}
+    with pytest.raises(InputError, match=r"give production\.rule"):
+        listeners.plan(observed, listener_params())
+
+
+def test_listeners_rule_conditions_priority_and_collisions() -> None:
+    rule = {"priority": 10, "conditions": [{"Field": "path-pattern", "Values": ["/v2/*"]}]}
+    params = listener_params(
+        production={"port": 443, "protocol": "HTTPS", "certificate_arn": "arn:cert", "ssl_policy": None, "rule": rule}, test=None
+    )
+    shared = {
+        "Port": 443,
+        "Protocol": "HTTPS",
+        "Certificates": [{"CertificateArn": "arn:cert"}],
+        "DefaultActions": [listeners.NOT_FOUND_RESPONSE],
+    }
+    ours = {
+        "RuleArn": "arn:rule",
+        "Priority": "10",
+        "Conditions": [{"Field": "path-pattern", "PathPatternConfig": {"Values": ["/v2/*"]}, "Values": ["/v2/*"]}],
+    }
+    ours["Actions"] = forward({"blue": 30, "green": 70})
+    assert listeners.plan({"production_listener": shared, "production_rules": [ours]}, params) == []
+    moved = dict(rule, priority=20, conditions=[{"Field": "host-header", "Values": ["triton.example.com"]}])
+    steps = listeners.plan(
+        {"production_listener": shared, "production_rules": [ours]}, dict(params, production=dict(params["production"], rule=moved))
+    )
+    assert [step[0] for step in steps] == ["modify_rule", "set_rule_priority"]
+    taken = {"RuleArn": "arn:someone", "Priority": "10", "Conditions": [], "Actions": [listeners.NOT_FOUND_RESPONSE]}
+    with pytest.raises(InputError, match="priority 10 is taken"):
+        listeners.plan({"production_listener": shared, "production_rules": [taken]}, params)
+
+
+def test_listeners_certificate_drift_keeps_actions() -> None:
+    spec = {"port": 443, "protocol": "HTTPS", "certificate_arn": "arn:new", "ssl_policy": None}
+    drift = listeners.listener_drift({"Protocol": "HTTPS", "Certificates": [{"CertificateArn": "arn:old"}]}, spec)
+    assert drift == {"Certificates": [{"CertificateArn": "arn:new"}], "Protocol": "HTTPS"}
+    assert "DefaultActions" not in drift
+
+
+def test_listeners_validate() -> None:
+    errors = listeners.validate(
+        listener_params(target_groups={"blue": TG["blue"], "green": TG["blue"]}, test={"port": 80, "protocol": "HTTPS"})
+    )
+    joined = "; ".join(errors)
+    assert "same ARN" in joined and "test.port 80 is the production port" in joined and "test.certificate_arn is missing" in joined
+
+
+# ---------------------------------------------------------------- bluegreen_services
+
+
+def service_params(**overrides: Any) -> dict[str, Any]:
+    params = {
+        "cluster": "inference",
+        "name": "triton",
+        "task_definition": "triton:1",
+        "initial_live_color": "blue",
+        "desired_count": 2,
+        "target_groups": TG,
+        "container_name": "triton",
+        "container_port": 8000,
+        "subnets": ["subnet-1", "subnet-2"],
+        "security_groups": ["sg-1"],
+        "assign_public_ip": False,
+        "health_check_grace_period_s": 600,
+        "capacity_provider_strategy": [{"capacity_provider": "triton-gpu", "weight": 1, "base": 0}],
+        "placement_constraints": [{"type": "memberOf", "expression": "attribute:ecs.instance-type =~ g5.*"}],
+        "placement_strategy": [],
+        "settings_update": "report",
+        "tags": {},
+    }
+    params.update(overrides)
+    return params
+
+
+def test_services_create_arguments() -> None:
+    blue = services.create_arguments(service_params(), "blue", "arn:td:1")
+    green = services.create_arguments(service_params(), "green", "arn:td:1")
+    assert (blue["desiredCount"], green["desiredCount"]) == (2, 0)
+    assert green["loadBalancers"] == [{"targetGroupArn": TG["green"], "containerName": "triton", "containerPort": 8000}]
+    assert blue["capacityProviderStrategy"] == [{"capacityProvider": "triton-gpu", "weight": 1, "base": 0}] and "launchType" not in blue
+    assert blue["healthCheckGracePeriodSeconds"] == 600
+    assert services.create_arguments(service_params(capacity_provider_strategy=[]), "blue", "x")["launchType"] == "EC2"
+
+
+def described(color: str, **overrides: Any) -> dict[str, Any]:
+    service = {
+        "serviceName": f"triton-{color}",
+        "status": "ACTIVE",
+        "taskDefinition": "arn:td:7",
+        "desiredCount": 5,
+        "healthCheckGracePeriodSeconds": 600,
+        "networkConfiguration": {
+            "awsvpcConfiguration": {"subnets": ["subnet-2", "subnet-1"], "securityGroups": ["sg-1"], "assignPublicIp": "DISABLED"}
+        },
+        "capacityProviderStrategy": [{"capacityProvider": "triton-gpu", "weight": 1, "base": 0}],
+        "placementConstraints": [{"type": "memberOf", "expression": "attribute:ecs.instance-type =~ g5.*"}],
+        "placementStrategy": [],
+        "loadBalancers": [{"targetGroupArn": TG[color], "containerName": "triton", "containerPort": 8000}],
+    }
+    service.update(overrides)
+    return service
+
+
+def test_services_drift_never_looks_at_task_definition_or_count() -> None:
+    assert services.drift(described("green"), service_params(), "green") == {}
+    drift = services.drift(described("blue", healthCheckGracePeriodSeconds=60, placementConstraints=[]), service_params(), "blue")
+    assert sorted(drift) == ["healthCheckGracePeriodSeconds", "placementConstraints"]
+
+
+def test_services_drift_skips_fields_the_api_leaves_out() -> None:
+    bare = {k: v for k, v in described("blue").items() if k in ("serviceName", "loadBalancers", "networkConfiguration")}
+    assert services.drift(bare, service_params(), "blue") == {}
+
+
+class FakeEcsServices:
+    def __init__(self, existing: dict[str, dict[str, Any]]) -> None:
+        self.existing = existing
+        self.writes: list[tuple[str, dict[str, Any]]] = []
+
+    def describe_clusters(self, **kwargs: Any) -> dict[str, Any]:
+        return {"clusters": [{"clusterName": "inference", "status": "ACTIVE"}]}
+
+    def describe_services(self, **kwargs: Any) -> dict[str, Any]:
+        return {"services": [self.existing[n] for n in kwargs["services"] if n in self.existing]}
+
+    def describe_task_definition(self, **kwargs: Any) -> dict[str, Any]:
+        container = {"name": "triton", "portMappings": [{"containerPort": 8000}]}
+        return {"taskDefinition": {"taskDefinitionArn": "arn:td:1", "networkMode": "awsvpc", "containerDefinitions": [container]}}
+
+    def create_service(self, **kwargs: Any) -> dict[str, Any]:
+        self.writes.append(("create_service", kwargs))
+        return {
+            "service": {
+                "serviceName": kwargs["serviceName"],
+                "taskDefinition": kwargs["taskDefinition"],
+                "desiredCount": kwargs["desiredCount"],
+            }
+        }
+
+    def update_service(self, **kwargs: Any) -> dict[str, Any]:
+        self.writes.append(("update_service", kwargs))
+        return {"service": {**self.existing[kwargs["service"]], **kwargs}}
+
+
+def test_services_ensure_after_a_cutover_writes_nothing() -> None:
+    ecs = FakeEcsServices(
+        {"triton-blue": described("blue", desiredCount=0), "triton-green": described("green", taskDefinition="arn:td:9", desiredCount=3)}
+    )
+    result = services.ensure(ecs, service_params(), check_mode=False)
+    assert not result["changed"] and ecs.writes == []
+    assert result["task_definitions"] == {"blue": "arn:td:7", "green": "arn:td:9"} and result["desired_counts"] == {"blue": 0, "green": 3}
+
+
+def test_services_ensure_creates_only_the_missing_colour() -> None:
+    ecs = FakeEcsServices({"triton-blue": described("blue")})
+    result = services.ensure(ecs, service_params(), check_mode=False)
+    assert result["actions"] == ["create triton-green"]
+    assert [(op, kwargs["serviceName"], kwargs["desiredCount"]) for op, kwargs in ecs.writes] == [("create_service", "triton-green", 0)]
+
+
+def test_services_ensure_reports_redeploying_drift_unless_asked() -> None:
+    ecs = FakeEcsServices({"triton-blue": described("blue"), "triton-green": described("green")})
+    moved = service_params(subnets=["subnet-3"])
+    result = services.ensure(ecs, moved, check_mode=False)
+    assert not result["changed"] and len(result["settings_held"]) == 2 and ecs.writes == []
+    result = services.ensure(ecs, dict(moved, settings_update="apply"), check_mode=False)
+    assert result["changed"] and [write[0] for write in ecs.writes] == ["update_service", "update_service"]
+    assert all("taskDefinition" not in write[1] and "desiredCount" not in write[1] for write in ecs.writes)
+
+
+def test_services_validate_and_task_definition_fit() -> None:
+    errors = services.validate(service_params(desired_count=0, subnets=[], placement_constraints=[{"type": "memberOf"}]))
+    joined = "; ".join(errors)
+    assert "desired_count is 0" in joined and "subnets is empty" in joined and "memberOf needs a cluster query" in joined
+    bridge = {"taskDefinitionArn": "arn:td:1", "networkMode": "bridge", "containerDefinitions": [{"name": "triton", "portMappings": []}]}
+    errors = services.validate_task_definition(bridge, service_params())
+    assert "network mode bridge" in errors[0] and "container_port 8000 is not mapped" in errors[1]
