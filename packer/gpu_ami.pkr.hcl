@@ -1,0 +1,137 @@
+# The Amazon Linux 2023 ECS GPU AMI: `packer init packer/ && packer validate packer/ && packer build packer/`.
+# The build instance needs no GPU: nothing in the bake runs nvidia-smi or loads the module.
+
+locals {
+  build_time = formatdate("YYYYMMDDhhmmss", timestamp())
+  ami_name   = "${var.ami_name_prefix}-${local.build_time}"
+
+  # Every pin, passed to the playbook and written into the tags from this one map, so they cannot drift apart.
+  pins = {
+    nvidia_driver_version            = var.nvidia_driver_version
+    nvidia_driver_kmod_flavour       = var.nvidia_driver_kmod_flavour
+    nvidia_driver_repository         = var.nvidia_driver_repository
+    nvidia_container_toolkit_version = var.nvidia_container_toolkit_version
+    ecs_agent_ecs_init_version       = var.ecs_agent_ecs_init_version
+    ecs_agent_docker_version         = var.ecs_agent_docker_version
+  }
+  ansible_extra_vars = merge(local.pins, { ami_cleanup_build_id = local.ami_name })
+
+  tags = merge(var.tags, local.pins, {
+    Name               = local.ami_name
+    os_release_version = var.os_release_version
+    built_by           = "packer:inferops.triton_ecs"
+  })
+}
+
+source "amazon-ebs" "gpu_ami" {
+  region          = var.region
+  ami_name        = local.ami_name
+  ami_description = "ECS GPU AMI (Amazon Linux 2023), NVIDIA driver ${var.nvidia_driver_version}"
+  instance_type   = var.instance_type
+
+  source_ami_filter {
+    filters = {
+      name                = var.source_ami_name_filter
+      architecture        = "x86_64"
+      root-device-type    = "ebs"
+      virtualization-type = "hvm"
+    }
+    owners      = var.source_ami_owners
+    most_recent = true
+  }
+
+  # Reached through SSM Session Manager: the temporary security group opens nothing to the internet.
+  communicator                          = "ssh"
+  ssh_username                          = var.ssh_username
+  ssh_interface                         = "session_manager"
+  subnet_id                             = var.subnet_id
+  associate_public_ip_address           = var.associate_public_ip_address
+  temporary_security_group_source_cidrs = var.build_ingress_cidrs
+  temporary_iam_instance_profile_policy_document {
+    Version = "2012-10-17"
+    Statement {
+      Effect = "Allow"
+      Action = [
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+        "ec2messages:AcknowledgeMessage",
+        "ec2messages:DeleteMessage",
+        "ec2messages:FailMessage",
+        "ec2messages:GetEndpoint",
+        "ec2messages:GetMessages",
+        "ec2messages:SendReply",
+      ]
+      Resource = ["*"]
+    }
+  }
+
+  # IMDSv2 only, on the build instance and on every instance launched from the AMI.
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 2
+  }
+  imds_support = "v2.0"
+
+  launch_block_device_mappings {
+    device_name           = "/dev/xvda"
+    volume_size           = var.root_volume_size_gib
+    volume_type           = "gp3"
+    encrypted             = true
+    kms_key_id            = var.kms_key_id
+    delete_on_termination = true
+  }
+  encrypt_boot = true
+  kms_key_id   = var.kms_key_id
+
+  tags          = local.tags
+  snapshot_tags = local.tags
+  run_tags      = local.tags
+}
+
+build {
+  name    = "gpu-ami"
+  sources = ["source.amazon-ebs.gpu_ami"]
+
+  # The driver's module is built for the running kernel, so first move to the final kernel and boot into it.
+  provisioner "shell" {
+    inline = [
+      "set -eux",
+      "sudo dnf -y --releasever=${var.os_release_version} upgrade",
+    ]
+  }
+
+  provisioner "shell" {
+    inline            = ["sudo systemctl reboot"]
+    expect_disconnect = true
+  }
+
+  provisioner "shell" {
+    pause_before = "30s"
+    inline = [
+      "set -eux",
+      "newest=$(rpm -q kernel --queryformat '%%{VERSION}-%%{RELEASE}.%%{ARCH}\\n' | sort -V | tail -n 1)",
+      "test \"$(uname -r)\" = \"$newest\"",
+    ]
+  }
+
+  provisioner "ansible" {
+    playbook_file = "${path.root}/../playbooks/build_ami.yml"
+    user          = var.ssh_username
+    use_proxy     = false
+    ansible_env_vars = [
+      "ANSIBLE_CONFIG=${path.root}/../ansible.cfg",
+      "ANSIBLE_HOST_KEY_CHECKING=False",
+    ]
+    extra_arguments = ["--extra-vars", jsonencode(local.ansible_extra_vars)]
+  }
+
+  post-processor "manifest" {
+    output      = "${path.root}/manifest.json"
+    strip_path  = true
+    custom_data = local.pins
+  }
+}

@@ -1,0 +1,126 @@
+# Every input of packer/gpu_ami.pkr.hcl. The release pins live in release.auto.pkrvars.hcl.
+
+variable "region" {
+  type        = string
+  description = "AWS region the AMI is built in (and registered to)."
+  default     = "us-east-1"
+}
+
+variable "ami_name_prefix" {
+  type        = string
+  description = "Prefix of the AMI name; a UTC timestamp is appended so every build is unique."
+  default     = "inferops-ecs-gpu-al2023"
+}
+
+variable "source_ami_name_filter" {
+  type        = string
+  description = "Name filter for the Amazon Linux 2023 base image; the most recent match is used."
+  default     = "al2023-ami-2023.*-kernel-6.1-x86_64"
+}
+
+variable "source_ami_owners" {
+  type        = list(string)
+  description = "Accounts trusted to own the base image (\"amazon\" for Amazon's own AL2023 AMIs)."
+  default     = ["amazon"]
+}
+
+variable "instance_type" {
+  type        = string
+  description = "Build instance type. GPU-capable (g4dn, g5, g6, p4d, ...) by default; the build itself never needs a GPU, so a CPU type also works."
+  default     = "g4dn.xlarge"
+}
+
+variable "subnet_id" {
+  type        = string
+  description = "Subnet of the build instance; it needs a route to SSM (NAT, or VPC endpoints for ssm, ssmmessages, ec2messages). Empty: the default VPC."
+  default     = ""
+}
+
+variable "associate_public_ip_address" {
+  type        = bool
+  description = "Give the build instance a public IP (only for subnets without NAT or SSM endpoints; no inbound rule is opened either way)."
+  default     = false
+}
+
+variable "build_ingress_cidrs" {
+  type        = list(string)
+  description = "Source CIDRs of the temporary security group's SSH rule. Session Manager needs no inbound rule, so by default it is closed to everything but this placeholder. Never the whole internet."
+  default     = ["127.0.0.1/32"]
+
+  validation {
+    condition     = !contains(var.build_ingress_cidrs, "0.0.0.0/0") && !contains(var.build_ingress_cidrs, "::/0")
+    error_message = "The build instance must not accept SSH from anywhere: connect through Session Manager."
+  }
+}
+
+variable "root_volume_size_gib" {
+  type        = number
+  description = "Size of the encrypted gp3 root volume in GiB (drivers, Docker images of the fleet's first start)."
+  default     = 60
+}
+
+variable "kms_key_id" {
+  type        = string
+  description = "KMS key for the root volume and the AMI's snapshot. Empty: the account's default EBS key."
+  default     = ""
+}
+
+variable "ssh_username" {
+  type        = string
+  description = "Login user of the base image (tunnelled through Session Manager)."
+  default     = "ec2-user"
+}
+
+variable "os_release_version" {
+  type        = string
+  description = "AL2023 release (dnf --releasever) the build upgrades to before the reboot, e.g. \"2023.9.20251110\"; \"latest\" follows the newest."
+  default     = "latest"
+}
+
+variable "nvidia_driver_version" {
+  type        = string
+  description = "The one NVIDIA driver version every nvidia*, kmod-nvidia* and libnvidia* package is pinned and locked to."
+}
+
+variable "nvidia_driver_kmod_flavour" {
+  type        = string
+  description = "Kernel-module flavour: \"open\" (Turing and newer: T4, A10G, L4, A100, H100) or \"proprietary\" (Volta: V100)."
+  default     = "open"
+
+  validation {
+    condition     = contains(["open", "proprietary"], var.nvidia_driver_kmod_flavour)
+    error_message = "nvidia_driver_kmod_flavour must be \"open\" or \"proprietary\"."
+  }
+}
+
+variable "nvidia_driver_repository" {
+  type        = string
+  description = "Driver repository: \"amazon\" (nvidia-release, amazonlinux-nvidia.repo) or \"nvidia\" (NVIDIA's cuda-amzn2023)."
+  default     = "amazon"
+
+  validation {
+    condition     = contains(["amazon", "nvidia"], var.nvidia_driver_repository)
+    error_message = "nvidia_driver_repository must be \"amazon\" or \"nvidia\"."
+  }
+}
+
+variable "nvidia_container_toolkit_version" {
+  type        = string
+  description = "NVIDIA Container Toolkit version, pinned and locked."
+}
+
+variable "ecs_agent_ecs_init_version" {
+  type        = string
+  description = "ecs-init (ECS agent) version, pinned and locked."
+}
+
+variable "ecs_agent_docker_version" {
+  type        = string
+  description = "Docker version, pinned and locked."
+}
+
+variable "tags" {
+  type        = map(string)
+  description = "Extra tags for the AMI, its snapshot and the build instance (team, cost centre, ...)."
+  default     = {}
+}

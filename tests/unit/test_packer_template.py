@@ -1,0 +1,177 @@
+"""The Packer template, read with python-hcl2 (no packer binary here): structure, pins and security settings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import hcl2
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PACKER = REPO / "packer"
+
+
+def unquote(value):
+    """python-hcl2 keeps string literals quoted ('"x"') and expressions as '${...}'."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+def load(name: str) -> dict:
+    with (PACKER / name).open() as handle:
+        return hcl2.load(handle)
+
+
+@pytest.fixture(scope="module")
+def template() -> dict:
+    return load("gpu_ami.pkr.hcl")
+
+
+@pytest.fixture(scope="module")
+def variables() -> dict[str, dict]:
+    blocks = load("variables.pkr.hcl")["variable"]
+    return {unquote(name): body for block in blocks for name, body in block.items()}
+
+
+@pytest.fixture(scope="module")
+def locals_(template) -> dict:
+    merged: dict = {}
+    for block in template["locals"]:
+        merged.update({k: v for k, v in block.items() if not k.startswith("__")})
+    return merged
+
+
+@pytest.fixture(scope="module")
+def source(template) -> dict:
+    (block,) = template["source"]
+    assert list(block) == ['"amazon-ebs"']
+    (body,) = block['"amazon-ebs"'].values()
+    return body
+
+
+@pytest.fixture(scope="module")
+def provisioners(template) -> list[tuple[str, dict]]:
+    (build,) = template["build"]
+    return [(unquote(kind), body) for block in build["provisioner"] for kind, body in block.items()]
+
+
+def documented_role_variables() -> set[str]:
+    names: set[str] = set()
+    for spec in REPO.glob("roles/*/meta/argument_specs.yml"):
+        for entry in yaml.safe_load(spec.read_text())["argument_specs"].values():
+            names.update(entry.get("options", {}))
+    return names
+
+
+def extra_var_names(locals_: dict) -> set[str]:
+    """Keys of local.ansible_extra_vars: merge(local.pins, { key = ..., ... })."""
+    expression = locals_["ansible_extra_vars"]
+    match = re.fullmatch(r"\$\{merge\(local\.pins, \{(.*)\}\)\}", expression)
+    assert match, f"ansible_extra_vars is not merge(local.pins, {{...}}): {expression}"
+    return set(locals_["pins"]) | set(re.findall(r"(\w+)\s*=", match.group(1)))
+
+
+def test_every_file_parses():
+    for path in PACKER.glob("*.hcl"):
+        with path.open() as handle:
+            assert hcl2.load(handle), path
+
+
+def test_plugins_are_pinned_to_exact_versions():
+    (block,) = load("plugins.pkr.hcl")["packer"]
+    (plugins,) = block["required_plugins"]
+    plugins = {k: v for k, v in plugins.items() if not k.startswith("__")}
+    assert set(plugins) == {"amazon", "ansible"}
+    for name, plugin in plugins.items():
+        assert re.fullmatch(r"= \d+\.\d+\.\d+", unquote(plugin["version"])), name
+        assert unquote(plugin["source"]) == f"github.com/hashicorp/{name}"
+
+
+def test_every_variable_is_typed_and_described(variables):
+    assert variables
+    for name, body in variables.items():
+        assert body.get("type"), f"variable {name} has no type"
+        assert len(unquote(body.get("description", ""))) > 20, f"variable {name} has no description"
+
+
+def test_every_required_variable_is_pinned_in_the_release_file(variables):
+    pins = {k: unquote(v) for k, v in load("release.auto.pkrvars.hcl").items() if not k.startswith("__")}
+    required = {name for name, body in variables.items() if "default" not in body}
+    assert required <= set(pins), f"no value for {sorted(required - set(pins))}"
+    assert set(pins) <= set(variables), f"unknown variables pinned: {sorted(set(pins) - set(variables))}"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pins["nvidia_driver_version"])
+
+
+def test_source_ami_is_the_most_recent_al2023(source, variables):
+    (ami_filter,) = source["source_ami_filter"]
+    assert ami_filter["most_recent"] is True
+    assert ami_filter["filters"]["name"] == "${var.source_ami_name_filter}"
+    assert unquote(variables["source_ami_name_filter"]["default"]).startswith("al2023-ami-")
+    assert source["instance_type"] == "${var.instance_type}"
+
+
+def test_imdsv2_is_required(source):
+    (metadata,) = source["metadata_options"]
+    assert unquote(metadata["http_tokens"]) == "required"
+    assert unquote(source["imds_support"]) == "v2.0"
+
+
+def test_root_volume_and_ami_are_encrypted_gp3(source):
+    (root,) = source["launch_block_device_mappings"]
+    assert root["encrypted"] is True
+    assert unquote(root["volume_type"]) == "gp3"
+    assert source["encrypt_boot"] is True
+
+
+def test_no_ssh_ingress_from_anywhere(source, variables):
+    assert unquote(source["ssh_interface"]) == "session_manager"
+    assert source["temporary_security_group_source_cidrs"] == "${var.build_ingress_cidrs}"
+    default = [unquote(c) for c in variables["build_ingress_cidrs"]["default"]]
+    assert "0.0.0.0/0" not in default and "::/0" not in default
+    for path in PACKER.glob("*.hcl"):
+        for cidr in ("0.0.0.0/0", "::/0"):
+            # Only the validation that rejects them may mention them.
+            mentions = [line for line in path.read_text().splitlines() if cidr in line and "contains(var.build_ingress_cidrs" not in line]
+            assert not mentions, (path.name, mentions)
+
+
+def test_the_kernel_is_final_before_the_driver_is_built(provisioners):
+    kinds = [kind for kind, _body in provisioners]
+    assert kinds[-1] == "ansible"
+    reboot = next(
+        i for i, (kind, body) in enumerate(provisioners) if kind == "shell" and any("reboot" in line for line in body.get("inline", []))
+    )
+    assert provisioners[reboot][1]["expect_disconnect"] is True
+    assert reboot < kinds.index("ansible")
+    after_reboot = provisioners[reboot + 1][1]
+    assert any("uname -r" in line for line in after_reboot["inline"]), "check that the newest kernel is running"
+
+
+def test_the_ansible_provisioner_runs_an_existing_playbook(provisioners):
+    (ansible,) = [body for kind, body in provisioners if kind == "ansible"]
+    playbook = unquote(ansible["playbook_file"]).replace("${path.root}", str(PACKER))
+    assert Path(playbook).resolve() == REPO / "playbooks" / "build_ami.yml"
+    assert Path(playbook).is_file()
+    assert ansible["extra_arguments"] == ['"--extra-vars"', "${jsonencode(local.ansible_extra_vars)}"]
+
+
+def test_every_extra_var_is_a_documented_role_variable(locals_):
+    names = extra_var_names(locals_)
+    assert "nvidia_driver_version" in names
+    undocumented = names - documented_role_variables()
+    assert not undocumented, f"passed to the playbook but no role documents them: {sorted(undocumented)}"
+
+
+def test_every_pin_is_a_tag_and_in_the_manifest(template, locals_, source):
+    pins = set(locals_["pins"])
+    variables_pinned = {k for k, v in load("release.auto.pkrvars.hcl").items() if not k.startswith("__")}
+    assert variables_pinned <= pins, f"pinned but not tagged: {sorted(variables_pinned - pins)}"
+    assert "local.pins" in locals_["tags"]
+    for key in ("tags", "snapshot_tags"):
+        assert source[key] == "${local.tags}"
+    (build,) = template["build"]
+    (post,) = build["post-processor"]
+    assert post['"manifest"']["custom_data"] == "${local.pins}"
