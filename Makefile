@@ -37,6 +37,7 @@ molecule: services
 test: lint sanity unit integration molecule  ## everything CI runs
 
 deploy-local: services  ## the main job on the embedded default inventory (a local rehearsal of the AWS flow)
+	$(BIN)/python -m tests.harness.images  # the CPU stand-in for NGC's Triton base image, built locally once
 	$(BIN)/ansible-playbook deploy.yml -i inventories/local
 
 bench: services

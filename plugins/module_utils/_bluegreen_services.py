@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, InputError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs, _ecs_services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
 
 COLORS = ("blue", "green")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,248}$")  # leaves room for the -green suffix (255 in all)
@@ -34,8 +35,8 @@ def validate(params: dict[str, Any]) -> list[str]:
         errors.append(f"name {params.get('name')!r}: letters, digits, hyphens and underscores, starting with a letter (e.g. triton)")
     if params.get("initial_live_color", "blue") not in COLORS:
         errors.append(f"initial_live_color {params.get('initial_live_color')!r}: blue or green")
-    if (params.get("desired_count") or 0) < 1:
-        errors.append(f"desired_count is {params.get('desired_count')}: the live colour needs at least 1 task")
+    if (params.get("desired_count") or 0) < 0:
+        errors.append(f"desired_count is {params.get('desired_count')}: give 0 (created empty, for a gated first cutover) or more tasks")
     tgs = params.get("target_groups") or {}
     for color in COLORS:
         if not (tgs.get(color) or "").startswith("arn:"):
@@ -219,39 +220,11 @@ def summary(service: dict[str, Any] | None) -> dict[str, Any]:
     return {k: service[k] for k in keys if k in service}
 
 
-# ---------------------------------------------------------------- AWS calls
-
-
-def describe_cluster(ecs: Any, cluster: str) -> dict[str, Any] | None:
-    found = ecs.describe_clusters(aws_retry=True, clusters=[cluster])["clusters"]
-    return found[0] if found and found[0].get("status") == "ACTIVE" else None
-
-
-def describe_services(ecs: Any, cluster: str, names: list[str]) -> dict[str, dict[str, Any]]:
-    """name -> the ACTIVE or DRAINING service; deleted (INACTIVE) and missing services are absent."""
-    found = ecs.describe_services(aws_retry=True, cluster=cluster, services=names)["services"]
-    return {s["serviceName"]: s for s in found if s.get("status") != "INACTIVE"}
-
-
-def describe_task_definition(ecs: Any, task_definition: str) -> dict[str, Any] | None:
-    try:
-        return ecs.describe_task_definition(aws_retry=True, taskDefinition=task_definition)["taskDefinition"]
-    except ClientError as e:
-        if error_code(e) == "ClientException":
-            return None
-        raise
-
-
-def create_service(ecs: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    return ecs.create_service(aws_retry=True, **kwargs)["service"]
-
-
-def update_service(ecs: Any, cluster: str, service: str, fields: dict[str, Any]) -> dict[str, Any]:
-    force = any(k in fields for k in ("capacityProviderStrategy", "placementConstraints", "placementStrategy"))
-    kwargs = {"cluster": cluster, "service": service, **fields}
-    if force:
-        kwargs["forceNewDeployment"] = True
-    return ecs.update_service(aws_retry=True, **kwargs)["service"]
+def update_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """update_service arguments for `fields`: a placement or capacity change only takes effect with a new deployment."""
+    if any(k in fields for k in ("capacityProviderStrategy", "placementConstraints", "placementStrategy")):
+        return {**fields, "forceNewDeployment": True}
+    return fields
 
 
 # ---------------------------------------------------------------- the module's run
@@ -261,10 +234,12 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     errors = validate(params)
     if errors:
         raise InputError(errors)
-    if describe_cluster(ecs, params["cluster"]) is None:
+    if _ecs_services.describe_cluster(ecs, params["cluster"]) is None:
         raise InputError(f"cluster {params['cluster']!r} does not exist (or is not ACTIVE): create it first (role fleet_cluster)")
     names = {color: f"{params['name']}-{color}" for color in COLORS}
-    before = describe_services(ecs, params["cluster"], list(names.values()))
+    # deleted (INACTIVE) services count as missing
+    found = _ecs_services.describe_services(ecs, params["cluster"], list(names.values()))
+    before = {s["serviceName"]: s for s in found if s.get("status") != "INACTIVE"}
     for name in names.values():
         if before.get(name, {}).get("status") == "DRAINING":
             raise InputError(f"service {name} is being deleted (DRAINING): wait until ECS finishes deleting it, then run again")
@@ -275,13 +250,13 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             raise InputError(
                 f"{', '.join(names[c] for c in missing)} missing: give task_definition, the revision a new service starts with"
             )
-        found = describe_task_definition(ecs, params["task_definition"])
-        if found is None:
+        described = _ecs.describe_task_definition(ecs, params["task_definition"])
+        if described is None:
             raise InputError(f"task_definition {params['task_definition']!r} does not exist: register it first (task_definition module)")
-        errors = validate_task_definition(found, params)
+        errors = validate_task_definition(described["taskDefinition"], params)
         if errors:
             raise InputError(errors)
-        task_definition_arn = found["taskDefinitionArn"]
+        task_definition_arn = described["taskDefinition"]["taskDefinitionArn"]
     apply_settings = params.get("settings_update") == "apply"
     actions: list[str] = []
     warnings: list[str] = []
@@ -292,7 +267,10 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         if color in missing:
             actions.append(f"create {name}")
             kwargs = create_arguments(params, color, task_definition_arn or "")
-            after[name] = create_service(ecs, kwargs) if not check_mode else {k: v for k, v in kwargs.items() if k != "cluster"}
+            if check_mode:
+                after[name] = {k: v for k, v in kwargs.items() if k != "cluster"}
+            else:
+                after[name] = _ecs_services.create_service(ecs, kwargs)
             continue
         fields = drift(before[name], params, color)
         drifted[color] = sorted(fields)
@@ -305,7 +283,10 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         todo = {k: v for k, v in fields.items() if k not in held}
         if todo:
             actions.append(f"update {name}: {', '.join(sorted(todo))}")
-            after[name] = update_service(ecs, params["cluster"], name, todo) if not check_mode else {**before[name], **todo}
+            if check_mode:
+                after[name] = {**before[name], **todo}
+            else:
+                after[name] = _ecs_services.update_service(ecs, params["cluster"], name, update_fields(todo))
     return {
         "changed": bool(actions),
         "actions": actions,

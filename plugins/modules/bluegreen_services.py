@@ -41,7 +41,7 @@ options:
     choices: [blue, green]
     default: blue
   desired_count:
-    description: Tasks of the live colour when it is created.
+    description: Tasks of the live colour when it is created; 0 creates it empty, so the first tasks come up through a gated cutover.
     type: int
     default: 1
   target_groups:
@@ -207,14 +207,9 @@ desired_counts:
   type: dict
 """
 
-import contextlib  # noqa: E402
-
-with contextlib.suppress(ImportError):  # AnsibleAWSModule reports a missing botocore
-    import botocore
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import AWS_ERRORS, InputError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_services import ensure  # noqa: E402
 
 
@@ -259,7 +254,7 @@ def main() -> None:
         result = ensure(ecs, module.params, module.check_mode)
     except InputError as e:
         module.fail_json(msg=str(e), errors=e.errors)
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+    except AWS_ERRORS as e:
         module.fail_json_aws(e, msg=f"services of {module.params['name']}: AWS call failed")
     for warning in result["settings_held"]:
         module.warn(warning)

@@ -78,6 +78,10 @@ def triton_cpu_base() -> str:
     return TRITON_CPU_BASE
 
 
+# `make deploy-local` builds the rehearsal's image on the CPU base under this stable name.
+LOCAL_REHEARSAL_BASE = "inferops-local/tritonserver-cpu:2.51"
+
+
 if __name__ == "__main__":
-    print(debian_base())
-    print(triton_cpu_base())
+    subprocess.run(["docker", "tag", triton_cpu_base(), LOCAL_REHEARSAL_BASE], check=True)
+    print(LOCAL_REHEARSAL_BASE)

@@ -16,7 +16,8 @@ from .ports import free_port, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRITON_HOME = REPO_ROOT / ".cache" / "tritonserver"
-MODEL_SOURCE = Path(__file__).with_name("models") / "offset_model.py"
+# The bundled model of the local rehearsal; every test model runs the same code, configured by parameters.
+MODEL_SOURCE = REPO_ROOT / "examples" / "model_repository" / "simple" / "1" / "model.py"
 STUB_PYTHON = "3.11"  # the stub links Debian's libpython3.11
 
 

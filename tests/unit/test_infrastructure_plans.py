@@ -418,9 +418,9 @@ def test_services_ensure_reports_redeploying_drift_unless_asked() -> None:
 
 
 def test_services_validate_and_task_definition_fit() -> None:
-    errors = services.validate(service_params(desired_count=0, subnets=[], placement_constraints=[{"type": "memberOf"}]))
+    errors = services.validate(service_params(desired_count=-1, subnets=[], placement_constraints=[{"type": "memberOf"}]))
     joined = "; ".join(errors)
-    assert "desired_count is 0" in joined and "subnets is empty" in joined and "memberOf needs a cluster query" in joined
+    assert "desired_count is -1" in joined and "subnets is empty" in joined and "memberOf needs a cluster query" in joined
     bridge = {"taskDefinitionArn": "arn:td:1", "networkMode": "bridge", "containerDefinitions": [{"name": "triton", "portMappings": []}]}
     errors = services.validate_task_definition(bridge, service_params())
     assert "network mode bridge" in errors[0] and "container_port 8000 is not mapped" in errors[1]
