@@ -59,6 +59,7 @@ def run_module(moto: MotoServer, module: str, args: dict, workdir: Path) -> tupl
     before = moto.request_count()
     proc = subprocess.run(
         [sys.executable, "-c", RUNNER.format(module=module), str(args_file)],
+        check=False,
         capture_output=True,
         text=True,
         env={
@@ -116,7 +117,7 @@ def noop_side_by_side(moto: MotoServer, workdir: Path, existing: int) -> dict[st
         seed(moto, args["family"], existing - 1)
         run_module(moto, module, args, workdir)
     stats = {side: {"calls": [], "seconds": [], "changed": False} for side in runs}
-    for _ in range(REPEATS):
+    for _repeat in range(REPEATS):
         for side, (module, args) in runs.items():
             result, took, made = run_module(moto, module, args, workdir)
             stats[side]["calls"].append(made)
@@ -149,7 +150,7 @@ def our_corpus_phantoms(moto: MotoServer) -> tuple[int, int]:
         case = yaml.safe_load(path.read_text())
         desired = moto_compatible(dict(case["input"], family=f"ours-{path.stem}"[:255].replace(".", "-")))
         ensure(ecs, desired)
-        for _ in range(3):
+        for _apply in range(3):
             in_moto += int(ensure(ecs, desired)["changed"])
             against_aws += int(bool(diff(from_describe(case["response"]), case["input"])["paths"]))
     return in_moto, against_aws
@@ -180,8 +181,8 @@ def peer_corpus_phantoms(moto: MotoServer, workdir: Path) -> int:
         except RuntimeError as e:  # the peer cannot express every case; those are left out of its figure
             log(f"peer: {path.stem}: left out, the peer fails to register it: {str(e).splitlines()[-1][:160]}")
             continue
-        for _ in range(3):
-            result, _, _ = run_module(moto, PEER, args, workdir)
+        for _apply in range(3):
+            result, _seconds, _calls = run_module(moto, PEER, args, workdir)
             if result.get("changed"):
                 phantoms += 1
                 log(f"peer: {path.stem}: phantom revision {result.get('taskdefinition', {}).get('revision')}")

@@ -1,6 +1,6 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""What an AWS call of the infrastructure modules can raise, and the error code of a ClientError."""
+"""What an AWS call can raise (modules report it through fail_json_aws), the error code of a ClientError, and InputError."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing l
 
     ClientError = BotoCoreError  # type: ignore[assignment,misc]
 
-# What an AWS call can raise; modules report these through fail_json_aws.
-AWS_ERRORS = (BotoCoreError, ClientError)
+__all__ = ["BotoCoreError", "ClientError", "InputError", "error_code"]
 
 
 def error_code(err: Exception) -> str:

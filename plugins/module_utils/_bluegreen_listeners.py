@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, InputError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _elbv2
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
 
 COLORS = ("blue", "green")
 PROTOCOLS = ("HTTP", "HTTPS")
@@ -265,79 +266,6 @@ def plan(observed: dict[str, Any], params: dict[str, Any]) -> list[tuple[str, st
     return steps
 
 
-# ---------------------------------------------------------------- AWS calls
-
-
-def describe_load_balancer(elbv2: Any, arn: str) -> dict[str, Any] | None:
-    try:
-        return elbv2.describe_load_balancers(aws_retry=True, LoadBalancerArns=[arn])["LoadBalancers"][0]
-    except ClientError as e:
-        if error_code(e) in ("LoadBalancerNotFound", "ValidationError"):
-            return None
-        raise
-
-
-def missing_target_groups(elbv2: Any, arns: list[str]) -> list[str]:
-    missing = []
-    for arn in arns:
-        try:
-            elbv2.describe_target_groups(aws_retry=True, TargetGroupArns=[arn])
-        except ClientError as e:
-            if error_code(e) not in ("TargetGroupNotFound", "ValidationError"):
-                raise
-            missing.append(arn)
-    return missing
-
-
-def listeners_by_port(elbv2: Any, lb_arn: str) -> dict[int, dict[str, Any]]:
-    found: dict[int, dict[str, Any]] = {}
-    kwargs: dict[str, Any] = {"LoadBalancerArn": lb_arn}
-    while True:
-        page = elbv2.describe_listeners(aws_retry=True, **kwargs)
-        for listener in page.get("Listeners", []):
-            found[int(listener["Port"])] = listener
-        if not page.get("NextMarker"):
-            return found
-        kwargs["Marker"] = page["NextMarker"]
-
-
-def rules_of(elbv2: Any, listener_arn: str) -> list[dict[str, Any]]:
-    rules: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"ListenerArn": listener_arn}
-    while True:
-        page = elbv2.describe_rules(aws_retry=True, **kwargs)
-        rules += page.get("Rules", [])
-        if not page.get("NextMarker"):
-            return rules
-        kwargs["Marker"] = page["NextMarker"]
-
-
-def create_listener(elbv2: Any, lb_arn: str, fields: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
-    kwargs = {"LoadBalancerArn": lb_arn, **fields}
-    if tags:
-        kwargs["Tags"] = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
-    return elbv2.create_listener(aws_retry=True, **kwargs)["Listeners"][0]
-
-
-def modify_listener(elbv2: Any, listener_arn: str, fields: dict[str, Any]) -> dict[str, Any]:
-    return elbv2.modify_listener(aws_retry=True, ListenerArn=listener_arn, **fields)["Listeners"][0]
-
-
-def create_rule(elbv2: Any, listener_arn: str, fields: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
-    kwargs = {"ListenerArn": listener_arn, **fields}
-    if tags:
-        kwargs["Tags"] = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
-    return elbv2.create_rule(aws_retry=True, **kwargs)["Rules"][0]
-
-
-def modify_rule_conditions(elbv2: Any, rule_arn: str, conditions: list[dict[str, Any]]) -> dict[str, Any]:
-    return elbv2.modify_rule(aws_retry=True, RuleArn=rule_arn, Conditions=conditions)["Rules"][0]
-
-
-def set_rule_priority(elbv2: Any, rule_arn: str, priority: int) -> None:
-    elbv2.set_rule_priorities(aws_retry=True, RulePriorities=[{"RuleArn": rule_arn, "Priority": priority}])
-
-
 # ---------------------------------------------------------------- the module's run
 
 
@@ -362,12 +290,13 @@ def _snapshot(observed: dict[str, Any], tgs: dict[str, str]) -> dict[str, Any]:
 
 
 def observe(elbv2: Any, params: dict[str, Any]) -> dict[str, Any]:
-    by_port = listeners_by_port(elbv2, params["load_balancer_arn"])
+    listeners = _elbv2.describe_listeners(elbv2, LoadBalancerArn=params["load_balancer_arn"])
+    by_port = {int(listener["Port"]): listener for listener in listeners}
     production = by_port.get(params["production"]["port"])
     observed: dict[str, Any] = {"production_listener": production, "production_rules": [], "production_rule": None, "test_listener": None}
     rule = params["production"].get("rule")
     if production and rule:
-        observed["production_rules"] = rules_of(elbv2, production["ListenerArn"])
+        observed["production_rules"] = _elbv2.describe_rules(elbv2, ListenerArn=production["ListenerArn"])
         observed["production_rule"] = find_rule(observed["production_rules"], params["target_groups"], rule["priority"])[0]
     if params.get("test"):
         observed["test_listener"] = by_port.get(params["test"]["port"])
@@ -379,9 +308,9 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
     if errors:
         raise InputError(errors)
     tgs = params["target_groups"]
-    if describe_load_balancer(elbv2, params["load_balancer_arn"]) is None:
+    if _elbv2.describe_load_balancer(elbv2, params["load_balancer_arn"]) is None:
         raise InputError(f"load_balancer_arn {params['load_balancer_arn']}: no such load balancer; create it first or set it right")
-    missing = missing_target_groups(elbv2, [tgs[c] for c in COLORS])
+    missing = [arn for arn, found in _elbv2.describe_target_groups(elbv2, [tgs[c] for c in COLORS]).items() if found is None]
     if missing:
         raise InputError(f"target_groups: {', '.join(missing)} do not exist; create them first (role fleet_load_balancing)")
     before = observe(elbv2, params)
@@ -395,15 +324,15 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
     if not check_mode:
         for operation, which, fields in steps:
             if operation == "create_listener":
-                arns[which] = create_listener(elbv2, params["load_balancer_arn"], fields, tags)["ListenerArn"]
+                arns[which] = _elbv2.create_listener(elbv2, params["load_balancer_arn"], fields, tags)["ListenerArn"]
             elif operation == "modify_listener":
-                modify_listener(elbv2, arns[which], fields)
+                _elbv2.modify_listener(elbv2, arns[which], fields)
             elif operation == "create_rule":
-                arns["rule"] = create_rule(elbv2, arns["production"], fields, tags)["RuleArn"]
+                arns["rule"] = _elbv2.create_rule(elbv2, arns["production"], fields, tags)["RuleArn"]
             elif operation == "modify_rule":
-                modify_rule_conditions(elbv2, fields["RuleArn"], fields["Conditions"])
+                _elbv2.modify_rule(elbv2, fields["RuleArn"], {"Conditions": fields["Conditions"]})
             elif operation == "set_rule_priority":
-                set_rule_priority(elbv2, fields["RuleArn"], fields["Priority"])
+                _elbv2.set_rule_priority(elbv2, fields["RuleArn"], fields["Priority"])
     after = observe(elbv2, params) if steps and not check_mode else before
     snapshot_after = _snapshot(after, tgs)
     if check_mode and steps:

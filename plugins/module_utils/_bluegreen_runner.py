@@ -114,7 +114,7 @@ class Runner:
             if found_tgs.get(self.tgs[color]) is None:
                 errors.append(f"target_groups.{color} {self.tgs[color]} does not exist: give the ARN of an existing target group")
         described = {
-            s.get("serviceName"): s for s in ecs_td.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))
+            s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))
         }
         for color, name in self.services.items():
             service = described.get(name)
@@ -160,7 +160,7 @@ class Runner:
     def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, bg.ColorState]:
         if services is None:
             services = {
-                s.get("serviceName"): s for s in ecs_td.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))
+                s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))
             }
         return {c: bg.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS}
 
@@ -178,9 +178,9 @@ class Runner:
             return
         actions = bg.actions_with_weights(self.prod_actions, self.tgs, weights)
         if self.p.get("listener_rule_arn"):
-            elb.set_rule_actions(self.aws.elbv2, self.p["listener_rule_arn"], actions)
+            elb.modify_rule(self.aws.elbv2, self.p["listener_rule_arn"], {"Actions": actions})
         else:
-            elb.set_listener_actions(self.aws.elbv2, self.p["listener_arn"], actions)
+            elb.modify_listener(self.aws.elbv2, self.p["listener_arn"], {"DefaultActions": actions})
         self.prod_actions = actions
         self.weights = dict(weights)
         self.writes.append(f"set production weights blue={weights['blue']} green={weights['green']}")
@@ -189,7 +189,10 @@ class Runner:
         state = self.colors[color]
         if state.desired == desired and (task_definition is None or state.task_definition == task_definition):
             return
-        ecs_svc.update_service(self.aws.ecs, self.p["cluster"], state.service, desired, task_definition)
+        fields: dict[str, Any] = {"desiredCount": desired}
+        if task_definition:
+            fields["taskDefinition"] = task_definition
+        ecs_svc.update_service(self.aws.ecs, self.p["cluster"], state.service, fields)
         state.desired = desired
         if task_definition:
             state.task_definition = task_definition
@@ -204,7 +207,8 @@ class Runner:
         listener = elb.describe_listener(self.aws.elbv2, arn)
         if listener and bg.forwards_only_to(listener["DefaultActions"], self.tgs[color]):
             return
-        elb.set_listener_actions(self.aws.elbv2, arn, bg.single_forward(listener["DefaultActions"] if listener else [], self.tgs[color]))
+        actions = bg.single_forward(listener["DefaultActions"] if listener else [], self.tgs[color])
+        elb.modify_listener(self.aws.elbv2, arn, {"DefaultActions": actions})
         self.writes.append(f"point test listener at {color}")
 
     # ------------------------------------------------------------ run

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs_services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
@@ -130,7 +131,7 @@ def asg_name_of(arn: str) -> str:
     return arn.split(":autoScalingGroupName/", 1)[-1]
 
 
-# ---------------------------------------------------------------- AWS calls
+# ---------------------------------------------------------------- Auto Scaling calls: only this module makes them
 
 
 def describe_asg(autoscaling: Any, name: str) -> dict[str, Any] | None:
@@ -142,34 +143,6 @@ def protect_new_instances(autoscaling: Any, name: str) -> None:
     autoscaling.update_auto_scaling_group(aws_retry=True, AutoScalingGroupName=name, NewInstancesProtectedFromScaleIn=True)
 
 
-def describe_provider(ecs: Any, name: str) -> dict[str, Any] | None:
-    found = ecs.describe_capacity_providers(aws_retry=True, capacityProviders=[name])["capacityProviders"]
-    return found[0] if found and found[0].get("status") == "ACTIVE" else None
-
-
-def describe_cluster(ecs: Any, name: str) -> dict[str, Any] | None:
-    found = ecs.describe_clusters(aws_retry=True, clusters=[name])["clusters"]
-    return found[0] if found and found[0].get("status") == "ACTIVE" else None
-
-
-def create_provider(ecs: Any, name: str, provider: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"name": name, "autoScalingGroupProvider": provider}
-    if tags:
-        kwargs["tags"] = [{"key": k, "value": v} for k, v in sorted(tags.items())]
-    return ecs.create_capacity_provider(aws_retry=True, **kwargs)["capacityProvider"]
-
-
-def update_provider(ecs: Any, name: str, provider: dict[str, Any]) -> dict[str, Any]:
-    fields = {k: v for k, v in provider.items() if k != "autoScalingGroupArn"}
-    return ecs.update_capacity_provider(aws_retry=True, name=name, autoScalingGroupProvider=fields)["capacityProvider"]
-
-
-def put_cluster_providers(ecs: Any, cluster: str, providers: list[str], strategy: list[dict[str, Any]]) -> dict[str, Any]:
-    return ecs.put_cluster_capacity_providers(
-        aws_retry=True, cluster=cluster, capacityProviders=providers, defaultCapacityProviderStrategy=strategy
-    )["cluster"]
-
-
 # ---------------------------------------------------------------- the module's run
 
 
@@ -177,14 +150,14 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
     errors = validate(params)
     if errors:
         raise InputError(errors)
-    cluster = describe_cluster(ecs, params["cluster"])
+    cluster = _ecs_services.describe_cluster(ecs, params["cluster"])
     if cluster is None:
         raise InputError(f"cluster {params['cluster']!r} does not exist (or is not ACTIVE): create it first (role fleet_cluster)")
     asg_name = asg_name_of(params["auto_scaling_group_arn"])
     asg = describe_asg(autoscaling, asg_name)
     if asg is None or asg.get("AutoScalingGroupARN") != params["auto_scaling_group_arn"]:
         raise InputError(f"auto_scaling_group_arn {params['auto_scaling_group_arn']}: no such Auto Scaling group; create it first")
-    provider = describe_provider(ecs, params["name"])
+    provider = next((p for p in _ecs_services.describe_capacity_providers(ecs, [params["name"]]) if p.get("status") == "ACTIVE"), None)
     drift = provider_drift(provider, params) if provider else []  # raises before any write on an ASG mismatch
     actions: list[str] = []
     provider_after, cluster_after = provider, cluster
@@ -195,20 +168,20 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
     if provider is None:
         actions.append("create_capacity_provider")
         if not check_mode:
-            provider_after = create_provider(ecs, params["name"], wanted_provider(params), params.get("tags") or {})
+            provider_after = _ecs_services.create_capacity_provider(ecs, params["name"], wanted_provider(params), params.get("tags") or {})
         else:
             provider_after = {"name": params["name"], "autoScalingGroupProvider": wanted_provider(params)}
     elif drift:
         actions.append("update_capacity_provider")
         if not check_mode:
-            provider_after = update_provider(ecs, params["name"], wanted_provider(params))
+            provider_after = _ecs_services.update_capacity_provider(ecs, params["name"], wanted_provider(params))
         else:
             provider_after = {**provider, "autoScalingGroupProvider": wanted_provider(params)}
     attach = cluster_plan(cluster, params)
     if attach is not None:
         actions.append("put_cluster_capacity_providers")
         if not check_mode:
-            cluster_after = put_cluster_providers(ecs, params["cluster"], *attach)
+            cluster_after = _ecs_services.put_cluster_providers(ecs, params["cluster"], *attach)
         else:
             cluster_after = {**cluster, "capacityProviders": attach[0], "defaultCapacityProviderStrategy": attach[1]}
     return {

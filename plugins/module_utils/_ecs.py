@@ -1,20 +1,19 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""The one place this collection calls the ECS (and ECR) APIs: one thin function per call.
+"""The one place this collection calls the ECS API for task definitions, and ECR for images: one thin function
+per call. Clusters, services and capacity calls are in `_ecs_services.py`.
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
 and calls with `aws_retry=True`; errors propagate as botocore exceptions for the module to report
-through `fail_json_aws`. Grouped by resource: task definitions, services, ECR images.
+through `fail_json_aws`. Grouped by resource: task definitions, the services using them, ECR images.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-try:
-    from botocore.exceptions import ClientError
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
-    ClientError = Exception  # type: ignore[assignment,misc]
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs_services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, error_code
 
 # ---------------------------------------------------------------- task definitions
 
@@ -24,10 +23,9 @@ def describe_task_definition(ecs: Any, task_definition: str) -> dict[str, Any] |
     try:
         return ecs.describe_task_definition(aws_retry=True, taskDefinition=task_definition, include=["TAGS"])
     except ClientError as e:
-        code = e.response.get("Error", {}).get("Code", "")
         message = e.response.get("Error", {}).get("Message", "")
         # ECS answers a family with no ACTIVE revision with ClientException "Unable to describe task definition."
-        if code == "ClientException" and "unable to describe task definition" in message.lower():
+        if error_code(e) == "ClientException" and "unable to describe task definition" in message.lower():
             return None
         raise
 
@@ -72,46 +70,17 @@ def revision_of(task_definition_arn: str) -> int:
     return int(task_definition_arn.rsplit(":", 1)[-1])
 
 
-# ---------------------------------------------------------------- clusters and services
-
-
-def list_clusters(ecs: Any) -> list[str]:
-    arns: list[str] = []
-    kwargs: dict[str, Any] = {}
-    while True:
-        page = ecs.list_clusters(aws_retry=True, **kwargs)
-        arns += page.get("clusterArns", [])
-        if not page.get("nextToken"):
-            return arns
-        kwargs["nextToken"] = page["nextToken"]
-
-
-def list_services(ecs: Any, cluster: str) -> list[str]:
-    arns: list[str] = []
-    kwargs: dict[str, Any] = {"cluster": cluster}
-    while True:
-        page = ecs.list_services(aws_retry=True, **kwargs)
-        arns += page.get("serviceArns", [])
-        if not page.get("nextToken"):
-            return arns
-        kwargs["nextToken"] = page["nextToken"]
-
-
-def describe_services(ecs: Any, cluster: str, services: list[str]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for start in range(0, len(services), 10):  # the API takes at most 10 services a call
-        found += ecs.describe_services(aws_retry=True, cluster=cluster, services=services[start : start + 10])["services"]
-    return found
+# ---------------------------------------------------------------- the services using a task definition
 
 
 def task_definitions_in_use(ecs: Any, clusters: list[str] | None = None) -> dict[str, list[str]]:
     """Task definition ARN -> services (cluster/service) whose primary or any running deployment uses it."""
     used: dict[str, list[str]] = {}
-    for cluster in clusters if clusters is not None else list_clusters(ecs):
-        services = list_services(ecs, cluster)
+    for cluster in clusters if clusters is not None else _ecs_services.list_clusters(ecs):
+        services = _ecs_services.list_services(ecs, cluster)
         if not services:
             continue
-        for service in describe_services(ecs, cluster, services):
+        for service in _ecs_services.describe_services(ecs, cluster, services):
             if service.get("status") == "INACTIVE":
                 continue
             arns = {service.get("taskDefinition")} | {d.get("taskDefinition") for d in service.get("deployments") or []}
@@ -130,7 +99,7 @@ def image_digest(ecr: Any, registry_id: str, repository: str, tag: str) -> str |
             "imageDetails"
         ]
     except ClientError as e:
-        if e.response.get("Error", {}).get("Code") in ("ImageNotFoundException", "RepositoryNotFoundException"):
+        if error_code(e) in ("ImageNotFoundException", "RepositoryNotFoundException"):
             return None
         raise
     return images[0]["imageDigest"] if images else None

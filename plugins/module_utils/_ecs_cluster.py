@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs_services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
 
 CONTAINER_INSIGHTS = ("enabled", "enhanced", "disabled")
@@ -53,25 +54,6 @@ def summary(cluster: dict[str, Any] | None) -> dict[str, Any]:
     return {"name": cluster.get("clusterName"), "container_insights": insights_of(cluster)}
 
 
-# ---------------------------------------------------------------- AWS calls
-
-
-def describe_cluster(ecs: Any, name: str) -> dict[str, Any] | None:
-    found = ecs.describe_clusters(aws_retry=True, clusters=[name], include=["SETTINGS"])["clusters"]
-    return found[0] if found and found[0].get("status") in ("ACTIVE", "PROVISIONING") else None
-
-
-def create_cluster(ecs: Any, name: str, insights: str, tags: dict[str, str]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"clusterName": name, "settings": [{"name": "containerInsights", "value": insights}]}
-    if tags:
-        kwargs["tags"] = [{"key": k, "value": v} for k, v in sorted(tags.items())]
-    return ecs.create_cluster(aws_retry=True, **kwargs)["cluster"]
-
-
-def update_insights(ecs: Any, name: str, insights: str) -> dict[str, Any]:
-    return ecs.update_cluster(aws_retry=True, cluster=name, settings=[{"name": "containerInsights", "value": insights}])["cluster"]
-
-
 # ---------------------------------------------------------------- the module's run
 
 
@@ -79,14 +61,14 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     errors = validate(params)
     if errors:
         raise InputError(errors)
-    before = describe_cluster(ecs, params["name"])
+    before = _ecs_services.describe_cluster(ecs, params["name"], statuses=("ACTIVE", "PROVISIONING"), include=["SETTINGS"])
     actions = plan(before, params)
     after = before
     if actions and not check_mode:
         if actions == ["create"]:
-            after = create_cluster(ecs, params["name"], params["container_insights"], params.get("tags") or {})
+            after = _ecs_services.create_cluster(ecs, params["name"], params["container_insights"], params.get("tags") or {})
         else:
-            after = update_insights(ecs, params["name"], params["container_insights"])
+            after = _ecs_services.update_insights(ecs, params["name"], params["container_insights"])
     elif actions:
         after = {
             **(before or {}),

@@ -1,9 +1,9 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""ECS service, cluster and capacity calls for the blue/green cutover: one thin function per call.
+"""The one place this collection calls the ECS API for clusters, services, capacity providers and container
+instances: one thin function per call. Task definitions (and ECR images) are in `_ecs.py`.
 
-Task-definition calls (and describe_services) live in `_ecs.py`; this file holds the rest of what a cutover
-asks ECS. Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
+Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
 and calls it with `aws_retry=True`; botocore errors propagate for the module to report through `fail_json_aws`.
 """
 
@@ -11,17 +11,97 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def update_service(ecs: Any, cluster: str, service: str, desired_count: int, task_definition: str | None = None) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"cluster": cluster, "service": service, "desiredCount": desired_count}
-    if task_definition:
-        kwargs["taskDefinition"] = task_definition
-    return ecs.update_service(aws_retry=True, **kwargs)["service"]
+# ---------------------------------------------------------------- clusters
 
 
-def describe_cluster(ecs: Any, cluster: str) -> dict[str, Any] | None:
-    found = ecs.describe_clusters(aws_retry=True, clusters=[cluster])["clusters"]
-    return found[0] if found and found[0].get("status") == "ACTIVE" else None
+def list_clusters(ecs: Any) -> list[str]:
+    arns: list[str] = []
+    kwargs: dict[str, Any] = {}
+    while True:
+        page = ecs.list_clusters(aws_retry=True, **kwargs)
+        arns += page.get("clusterArns", [])
+        if not page.get("nextToken"):
+            return arns
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def describe_cluster(
+    ecs: Any, cluster: str, statuses: tuple[str, ...] = ("ACTIVE",), include: list[str] | None = None
+) -> dict[str, Any] | None:
+    """The cluster when its status is one of `statuses`, else None; `include` asks for more (e.g. ["SETTINGS"])."""
+    kwargs: dict[str, Any] = {"clusters": [cluster]}
+    if include:
+        kwargs["include"] = include
+    found = ecs.describe_clusters(aws_retry=True, **kwargs)["clusters"]
+    return found[0] if found and found[0].get("status") in statuses else None
+
+
+def create_cluster(ecs: Any, name: str, insights: str, tags: dict[str, str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"clusterName": name, "settings": [{"name": "containerInsights", "value": insights}]}
+    if tags:
+        kwargs["tags"] = [{"key": k, "value": v} for k, v in sorted(tags.items())]
+    return ecs.create_cluster(aws_retry=True, **kwargs)["cluster"]
+
+
+def update_insights(ecs: Any, name: str, insights: str) -> dict[str, Any]:
+    return ecs.update_cluster(aws_retry=True, cluster=name, settings=[{"name": "containerInsights", "value": insights}])["cluster"]
+
+
+def put_cluster_providers(ecs: Any, cluster: str, providers: list[str], strategy: list[dict[str, Any]]) -> dict[str, Any]:
+    return ecs.put_cluster_capacity_providers(
+        aws_retry=True, cluster=cluster, capacityProviders=providers, defaultCapacityProviderStrategy=strategy
+    )["cluster"]
+
+
+# ---------------------------------------------------------------- services
+
+
+def list_services(ecs: Any, cluster: str) -> list[str]:
+    arns: list[str] = []
+    kwargs: dict[str, Any] = {"cluster": cluster}
+    while True:
+        page = ecs.list_services(aws_retry=True, **kwargs)
+        arns += page.get("serviceArns", [])
+        if not page.get("nextToken"):
+            return arns
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def describe_services(ecs: Any, cluster: str, services: list[str]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(services), 10):  # the API takes at most 10 services a call
+        found += ecs.describe_services(aws_retry=True, cluster=cluster, services=services[start : start + 10])["services"]
+    return found
+
+
+def create_service(ecs: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    return ecs.create_service(aws_retry=True, **kwargs)["service"]
+
+
+def update_service(ecs: Any, cluster: str, service: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Applies `fields` (update_service arguments: desiredCount, taskDefinition, ...) to the service."""
+    return ecs.update_service(aws_retry=True, cluster=cluster, service=service, **fields)["service"]
+
+
+# ---------------------------------------------------------------- capacity
+
+
+def describe_capacity_providers(ecs: Any, names: list[str]) -> list[dict[str, Any]]:
+    if not names:
+        return []
+    return ecs.describe_capacity_providers(aws_retry=True, capacityProviders=names)["capacityProviders"]
+
+
+def create_capacity_provider(ecs: Any, name: str, provider: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"name": name, "autoScalingGroupProvider": provider}
+    if tags:
+        kwargs["tags"] = [{"key": k, "value": v} for k, v in sorted(tags.items())]
+    return ecs.create_capacity_provider(aws_retry=True, **kwargs)["capacityProvider"]
+
+
+def update_capacity_provider(ecs: Any, name: str, provider: dict[str, Any]) -> dict[str, Any]:
+    fields = {k: v for k, v in provider.items() if k != "autoScalingGroupArn"}
+    return ecs.update_capacity_provider(aws_retry=True, name=name, autoScalingGroupProvider=fields)["capacityProvider"]
 
 
 def container_instances(ecs: Any, cluster: str) -> list[dict[str, Any]]:
@@ -40,9 +120,3 @@ def container_instances(ecs: Any, cluster: str) -> list[dict[str, Any]]:
             "containerInstances"
         ]
     return described
-
-
-def describe_capacity_providers(ecs: Any, names: list[str]) -> list[dict[str, Any]]:
-    if not names:
-        return []
-    return ecs.describe_capacity_providers(aws_retry=True, capacityProviders=names)["capacityProviders"]

@@ -4,20 +4,33 @@
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
 and calls it with `aws_retry=True`; botocore errors propagate for the module to report through `fail_json_aws`.
+Grouped by resource: load balancers, target groups, listeners, rules.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-try:
-    from botocore.exceptions import ClientError
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
-    ClientError = Exception  # type: ignore[assignment,misc]
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, error_code
 
 
-def _code(err: Exception) -> str:
-    return getattr(err, "response", {}).get("Error", {}).get("Code", "")
+def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
+# ---------------------------------------------------------------- load balancers
+
+
+def describe_load_balancer(elbv2: Any, arn: str) -> dict[str, Any] | None:
+    try:
+        return elbv2.describe_load_balancers(aws_retry=True, LoadBalancerArns=[arn])["LoadBalancers"][0]
+    except ClientError as e:
+        if error_code(e) in ("LoadBalancerNotFound", "ValidationError"):
+            return None
+        raise
+
+
+# ---------------------------------------------------------------- target groups
 
 
 def describe_target_groups(elbv2: Any, arns: list[str]) -> dict[str, dict[str, Any] | None]:
@@ -27,7 +40,7 @@ def describe_target_groups(elbv2: Any, arns: list[str]) -> dict[str, dict[str, A
         try:
             found[arn] = elbv2.describe_target_groups(aws_retry=True, TargetGroupArns=[arn])["TargetGroups"][0]
         except ClientError as e:
-            if _code(e) not in ("TargetGroupNotFound", "ValidationError"):
+            if error_code(e) not in ("TargetGroupNotFound", "ValidationError"):
                 raise
             found[arn] = None
     return found
@@ -37,27 +50,93 @@ def describe_target_health(elbv2: Any, target_group_arn: str) -> list[dict[str, 
     return elbv2.describe_target_health(aws_retry=True, TargetGroupArn=target_group_arn)["TargetHealthDescriptions"]
 
 
+def describe_target_group_attributes(elbv2: Any, arn: str) -> dict[str, str] | None:
+    """Attribute key -> value, or None when the target group does not exist."""
+    try:
+        found = elbv2.describe_target_group_attributes(aws_retry=True, TargetGroupArn=arn)["Attributes"]
+    except ClientError as e:
+        if error_code(e) in ("TargetGroupNotFound", "TargetGroupNotFoundException"):
+            return None
+        raise
+    return {a["Key"]: a["Value"] for a in found}
+
+
+def modify_target_group_attributes(elbv2: Any, arn: str, attributes: dict[str, str]) -> dict[str, str]:
+    found = elbv2.modify_target_group_attributes(
+        aws_retry=True, TargetGroupArn=arn, Attributes=[{"Key": k, "Value": v} for k, v in attributes.items()]
+    )["Attributes"]
+    return {a["Key"]: a["Value"] for a in found}
+
+
+# ---------------------------------------------------------------- listeners
+
+
+def describe_listeners(elbv2: Any, **query: Any) -> list[dict[str, Any]]:
+    """The listeners `query` selects (LoadBalancerArn= or ListenerArns=), across pages."""
+    listeners: list[dict[str, Any]] = []
+    while True:
+        page = elbv2.describe_listeners(aws_retry=True, **query)
+        listeners += page.get("Listeners", [])
+        if not page.get("NextMarker"):
+            return listeners
+        query["Marker"] = page["NextMarker"]
+
+
 def describe_listener(elbv2: Any, listener_arn: str) -> dict[str, Any] | None:
     try:
-        return elbv2.describe_listeners(aws_retry=True, ListenerArns=[listener_arn])["Listeners"][0]
+        return describe_listeners(elbv2, ListenerArns=[listener_arn])[0]
     except ClientError as e:
-        if _code(e) not in ("ListenerNotFound", "ValidationError"):
+        if error_code(e) not in ("ListenerNotFound", "ValidationError"):
             raise
         return None
+
+
+def create_listener(elbv2: Any, lb_arn: str, fields: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
+    kwargs = {"LoadBalancerArn": lb_arn, **fields}
+    if tags:
+        kwargs["Tags"] = _tags(tags)
+    return elbv2.create_listener(aws_retry=True, **kwargs)["Listeners"][0]
+
+
+def modify_listener(elbv2: Any, listener_arn: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Applies `fields` (modify_listener arguments: DefaultActions, Protocol, ...) to the listener."""
+    return elbv2.modify_listener(aws_retry=True, ListenerArn=listener_arn, **fields)["Listeners"][0]
+
+
+# ---------------------------------------------------------------- rules
+
+
+def describe_rules(elbv2: Any, **query: Any) -> list[dict[str, Any]]:
+    """The rules `query` selects (ListenerArn= or RuleArns=), across pages."""
+    rules: list[dict[str, Any]] = []
+    while True:
+        page = elbv2.describe_rules(aws_retry=True, **query)
+        rules += page.get("Rules", [])
+        if not page.get("NextMarker"):
+            return rules
+        query["Marker"] = page["NextMarker"]
 
 
 def describe_rule(elbv2: Any, rule_arn: str) -> dict[str, Any] | None:
     try:
-        return elbv2.describe_rules(aws_retry=True, RuleArns=[rule_arn])["Rules"][0]
+        return describe_rules(elbv2, RuleArns=[rule_arn])[0]
     except ClientError as e:
-        if _code(e) not in ("RuleNotFound", "ValidationError"):
+        if error_code(e) not in ("RuleNotFound", "ValidationError"):
             raise
         return None
 
 
-def set_listener_actions(elbv2: Any, listener_arn: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
-    return elbv2.modify_listener(aws_retry=True, ListenerArn=listener_arn, DefaultActions=actions)["Listeners"][0]
+def create_rule(elbv2: Any, listener_arn: str, fields: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
+    kwargs = {"ListenerArn": listener_arn, **fields}
+    if tags:
+        kwargs["Tags"] = _tags(tags)
+    return elbv2.create_rule(aws_retry=True, **kwargs)["Rules"][0]
 
 
-def set_rule_actions(elbv2: Any, rule_arn: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
-    return elbv2.modify_rule(aws_retry=True, RuleArn=rule_arn, Actions=actions)["Rules"][0]
+def modify_rule(elbv2: Any, rule_arn: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Applies `fields` (modify_rule arguments: Actions, Conditions) to the rule."""
+    return elbv2.modify_rule(aws_retry=True, RuleArn=rule_arn, **fields)["Rules"][0]
+
+
+def set_rule_priority(elbv2: Any, rule_arn: str, priority: int) -> None:
+    elbv2.set_rule_priorities(aws_retry=True, RulePriorities=[{"RuleArn": rule_arn, "Priority": priority}])

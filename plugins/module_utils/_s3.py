@@ -13,12 +13,8 @@ import hashlib
 import os
 from typing import Any
 
-try:
-    from botocore.exceptions import BotoCoreError, ClientError
-except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
-    BotoCoreError = ClientError = Exception  # type: ignore[assignment,misc]
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, error_code
 
-AWS_ERRORS = (BotoCoreError, ClientError)
 CHUNK_BYTES = 1024 * 1024
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
@@ -31,7 +27,7 @@ def retrying_client(boto3_client: Any) -> Any:
 
 
 def _missing(err: ClientError) -> bool:
-    return err.response.get("Error", {}).get("Code", "") in _MISSING
+    return error_code(err) in _MISSING
 
 
 def list_keys(s3: Any, bucket: str, prefix: str, delimiter: str = "/") -> list[str]:

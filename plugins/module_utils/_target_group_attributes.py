@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, InputError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _elbv2
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
 
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 # Documented ranges of the attributes a Triton fleet tunes; others are passed through as given.
@@ -63,26 +64,6 @@ def changes(current: dict[str, str], wanted: dict[str, Any]) -> dict[str, str]:
     return {k: as_api_value(v) for k, v in sorted(wanted.items()) if current.get(k) != as_api_value(v)}
 
 
-# ---------------------------------------------------------------- AWS calls
-
-
-def describe_attributes(elbv2: Any, arn: str) -> dict[str, str] | None:
-    try:
-        found = elbv2.describe_target_group_attributes(aws_retry=True, TargetGroupArn=arn)["Attributes"]
-    except ClientError as e:
-        if error_code(e) in ("TargetGroupNotFound", "TargetGroupNotFoundException"):
-            return None
-        raise
-    return {a["Key"]: a["Value"] for a in found}
-
-
-def modify_attributes(elbv2: Any, arn: str, attributes: dict[str, str]) -> dict[str, str]:
-    found = elbv2.modify_target_group_attributes(
-        aws_retry=True, TargetGroupArn=arn, Attributes=[{"Key": k, "Value": v} for k, v in attributes.items()]
-    )["Attributes"]
-    return {a["Key"]: a["Value"] for a in found}
-
-
 # ---------------------------------------------------------------- the module's run
 
 
@@ -91,7 +72,7 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
     if errors:
         raise InputError(errors)
     arn = params["target_group_arn"]
-    current = describe_attributes(elbv2, arn)
+    current = _elbv2.describe_target_group_attributes(elbv2, arn)
     if current is None:
         raise InputError(f"target_group_arn {arn}: no such target group; create it first (elb_target_group)")
     todo = changes(current, params["attributes"])
@@ -99,7 +80,7 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
     if todo:
         after.update(todo)
         if not check_mode:
-            after = modify_attributes(elbv2, arn, todo)
+            after = _elbv2.modify_target_group_attributes(elbv2, arn, todo)
     keys = sorted(params["attributes"])
     return {
         "changed": bool(todo),

@@ -279,13 +279,9 @@ wall_s:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import PlanError, validate_params  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Runner  # noqa: E402
-
-try:
-    from botocore.exceptions import BotoCoreError, ClientError
-except ImportError:  # AnsibleAWSModule reports the missing library
-    BotoCoreError = ClientError = Exception  # type: ignore[assignment,misc]
 
 
 def main() -> None:

@@ -159,14 +159,9 @@ live_color:
   type: str
 """
 
-import contextlib  # noqa: E402
-
-with contextlib.suppress(ImportError):  # AnsibleAWSModule reports a missing botocore
-    import botocore
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_listeners import ensure  # noqa: E402
 
 
@@ -194,7 +189,7 @@ def main() -> None:
         result = ensure(elbv2, module.params, module.check_mode)
     except InputError as e:
         module.fail_json(msg=str(e), errors=e.errors)
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+    except (BotoCoreError, ClientError) as e:
         module.fail_json_aws(e, msg=f"listeners of {module.params['load_balancer_arn']}: AWS call failed")
     module.exit_json(**result)
 

@@ -209,7 +209,7 @@ desired_counts:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import AWS_ERRORS, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_services import ensure  # noqa: E402
 
 
@@ -254,7 +254,7 @@ def main() -> None:
         result = ensure(ecs, module.params, module.check_mode)
     except InputError as e:
         module.fail_json(msg=str(e), errors=e.errors)
-    except AWS_ERRORS as e:
+    except (BotoCoreError, ClientError) as e:
         module.fail_json_aws(e, msg=f"services of {module.params['name']}: AWS call failed")
     for warning in result["settings_held"]:
         module.warn(warning)

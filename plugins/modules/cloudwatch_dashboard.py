@@ -78,14 +78,9 @@ validation_messages:
   elements: str
 """
 
-import contextlib  # noqa: E402
-
-with contextlib.suppress(ImportError):  # AnsibleAWSModule reports a missing botocore
-    import botocore
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._cloudwatch_dashboard import ensure  # noqa: E402
 
 
@@ -101,7 +96,7 @@ def main() -> None:
         result = ensure(cloudwatch, module.params, module.check_mode)
     except InputError as e:
         module.fail_json(msg=str(e), errors=e.errors)
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+    except (BotoCoreError, ClientError) as e:
         module.fail_json_aws(e, msg=f"dashboard {module.params['name']}: AWS call failed")
     for message in result.get("validation_messages") or []:
         module.warn(f"dashboard {module.params['name']}: {message}")

@@ -60,13 +60,8 @@ expires_at:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ecr import get_authorization  # noqa: E402
-
-try:
-    from botocore.exceptions import BotoCoreError, ClientError
-except ImportError:  # AnsibleAWSModule reports the missing library
-    BotoCoreError = ClientError = Exception  # type: ignore[assignment,misc]
 
 
 def main() -> None:

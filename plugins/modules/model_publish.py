@@ -89,13 +89,9 @@ skipped:
   elements: str
 """
 
-try:  # noqa: SIM105 - the amazon.aws pattern: AnsibleAWSModule reports a missing botocore
-    from botocore.exceptions import BotoCoreError, ClientError
-except ImportError:
-    pass  # AnsibleAWSModule reports the missing library
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version  # noqa: E402
 

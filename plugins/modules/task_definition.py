@@ -303,18 +303,14 @@ kept_in_use:
 """
 
 # Ansible modules keep their imports below the documentation strings.
-import contextlib  # noqa: E402
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import (  # noqa: E402
     TaskDefinitionError,
     validate,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition_plan import absent, present  # noqa: E402
-
-with contextlib.suppress(ImportError):  # AnsibleAWSModule reports a missing botocore
-    from botocore.exceptions import BotoCoreError, ClientError
 
 
 def main() -> None:

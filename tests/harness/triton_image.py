@@ -128,17 +128,23 @@ class TritonContainer:
         return int(out.stdout.strip())
 
     def running(self) -> bool:
-        out = subprocess.run(["docker", "inspect", "--format", "{{.State.Running}}", self.name], capture_output=True, text=True)
+        out = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.Running}}", self.name], check=False, capture_output=True, text=True
+        )
         return out.stdout.strip() == "true"
 
     def logs(self) -> str:
-        proc = subprocess.run(["docker", "logs", self.name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(["docker", "logs", self.name], check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         return proc.stdout
 
     def healthcheck(self, *args: str) -> tuple[int, str]:
         """Run the image's health check inside the container (as ECS does); (exit code, its output)."""
         proc = subprocess.run(
-            ["docker", "exec", self.name, "/opt/inferops/bin/triton_healthcheck.py", *args], capture_output=True, text=True, timeout=30
+            ["docker", "exec", self.name, "/opt/inferops/bin/triton_healthcheck.py", *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         return proc.returncode, (proc.stdout + proc.stderr).strip()
 
@@ -166,11 +172,13 @@ class TritonContainer:
         started = time.monotonic()
         subprocess.run(["docker", "stop", "-t", str(timeout_s), self.name], check=True, capture_output=True, timeout=timeout_s + 30)
         took = time.monotonic() - started
-        code = subprocess.run(["docker", "inspect", "--format", "{{.State.ExitCode}}", self.name], capture_output=True, text=True)
+        code = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.ExitCode}}", self.name], check=False, capture_output=True, text=True
+        )
         return took, int(code.stdout.strip())
 
     def remove(self) -> None:
-        subprocess.run(["docker", "rm", "-f", self.name], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", self.name], check=False, capture_output=True)
 
 
 @dataclass
@@ -254,7 +262,7 @@ def stop_under_load(
             with lock:
                 run.requests.append(request)
 
-    threads = [threading.Thread(target=client_loop, daemon=True) for _ in range(clients)]
+    threads = [threading.Thread(target=client_loop, daemon=True) for _client in range(clients)]
     for thread in threads:
         thread.start()
     time.sleep(warmup_s)  # let the clients fill the queue before the stop

@@ -1,0 +1,105 @@
+"""deploy.yml on inventories/local end to end, against a fresh moto server: the local rehearsal of the AWS flow.
+
+A real image is built on the CPU Triton base and pushed to the local registry, the task definition registered, the
+infrastructure created in moto, and the cutover gated on a container of that image (the standby's test route).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.images import triton_cpu_base
+from tests.harness.triton import write_model
+
+STANDBY_CONTAINER = "inferops-test-deploy-standby"
+
+
+@pytest.fixture(scope="module")
+def local_deploy(tmp_path_factory):
+    """Runs deploy.yml twice on one fresh moto server; later tests in this module go on from that state."""
+    triton_cpu_base()
+    subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "python"), "-m", "tests.harness.images"], cwd=REPO_ROOT, check=True)
+    from tests.harness.moto import MotoServer
+
+    moto = MotoServer(tmp_path_factory.mktemp("deploy")).start()
+    extra = {
+        "aws_endpoint_url": moto.endpoint,
+        "deploy_local_standby": {
+            "container_name": STANDBY_CONTAINER,
+            "port": 18100,
+            "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
+        },
+    }
+
+    def deploy(**overrides):
+        return run_playbook(REPO_ROOT / "deploy.yml", extra_vars={**extra, **overrides}, inventory=str(REPO_ROOT / "inventories" / "local"))
+
+    first = deploy()
+    second = deploy()
+    yield moto, deploy, first, second
+    subprocess.run(["docker", "rm", "-f", STANDBY_CONTAINER], check=False, capture_output=True)
+    moto.stop()
+
+
+def _revisions(moto) -> list[str]:
+    return moto.client("ecs").list_task_definitions(familyPrefix="triton-local")["taskDefinitionArns"]
+
+
+def _weights(moto) -> dict[str, int]:
+    elbv2 = moto.client("elbv2")
+    groups = {g["TargetGroupArn"]: g["TargetGroupName"].rsplit("-", 1)[-1] for g in elbv2.describe_target_groups()["TargetGroups"]}
+    lb = elbv2.describe_load_balancers(Names=["triton-local"])["LoadBalancers"][0]
+    listener = next(li for li in elbv2.describe_listeners(LoadBalancerArn=lb["LoadBalancerArn"])["Listeners"] if li["Port"] == 80)
+    forward = listener["DefaultActions"][0]["ForwardConfig"]["TargetGroups"]
+    return {groups[tg["TargetGroupArn"]]: tg["Weight"] for tg in forward}
+
+
+def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
+    moto, _deploy, first, _second = local_deploy
+    assert first.rc == 0, first.stderr[-3000:] + first.stdout[-3000:]
+    assert "LOCAL REHEARSAL" in first.result("Say this is a local rehearsal")["msg"]
+    assert first.result("Register the Triton task definition")["changed"]
+    assert len(_revisions(moto)) == 1
+    image = first.result("Register the Triton task definition")["image"]
+    assert image.startswith("127.0.0.1:5000/inferops/triton@sha256:")
+    # services were created empty; the gated cutover brought green up and moved all traffic to it
+    assert _weights(moto) == {"blue": 0, "green": 100}
+    services = moto.client("ecs").describe_services(cluster="triton-local", services=["triton-blue", "triton-green"])["services"]
+    counts = {s["serviceName"]: (s["desiredCount"], s["taskDefinition"].rsplit("/", 1)[-1]) for s in services}
+    assert counts == {"triton-blue": (0, "triton-local:1"), "triton-green": (1, "triton-local:1")}
+
+
+def test_second_run_changes_nothing(local_deploy):
+    moto, _deploy, _first, second = local_deploy
+    assert second.rc == 0, second.stderr[-3000:]
+    assert second.changed_tasks == []
+    assert len(_revisions(moto)) == 1
+
+
+def test_a_release_whose_model_fails_to_load_rolls_back(local_deploy, tmp_path):
+    moto, deploy, _first, _second = local_deploy
+    broken = tmp_path / "models"
+    write_model(broken, "simple", fail_to_load=True)
+    try:
+        run = deploy(
+            task_definition_environment={"RELEASE": "broken-model"},
+            deploy_local_standby={"container_name": STANDBY_CONTAINER + "-broken", "port": 18101, "model_repository": str(broken)},
+            bluegreen_cutover_gates={"expected_models": ["simple"], "timeout_s": 5, "interval_s": 1},
+        )
+    finally:
+        subprocess.run(["docker", "rm", "-f", STANDBY_CONTAINER + "-broken"], check=False, capture_output=True)
+        shutil.rmtree(broken, ignore_errors=True)
+    assert run.rc != 0
+    failed = [h for t in run.tasks if t["name"].startswith("Blue/green |") for h in t["hosts"].values() if h.get("failed")]
+    assert failed and "rolled back" in failed[0]["msg"], failed
+    assert len(_revisions(moto)) == 2
+    # the previous colour still serves everything, with its task definition
+    assert _weights(moto) == {"blue": 0, "green": 100}
+    green = moto.client("ecs").describe_services(cluster="triton-local", services=["triton-green"])["services"][0]
+    assert green["taskDefinition"].endswith("triton-local:1")
+    blue = moto.client("ecs").describe_services(cluster="triton-local", services=["triton-blue"])["services"][0]
+    assert blue["desiredCount"] == 0
