@@ -8,7 +8,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 PYTEST := $(BIN)/pytest -p no:cacheprovider
 
-.PHONY: setup services lint sanity unit integration molecule test deploy-local bench
+.PHONY: setup services lint sanity unit integration molecule test deploy-local deploy-local-twice bench
 
 setup:  ## Debian packages (as root), .venv with pinned Python packages, collection link
 	scripts/setup.sh
@@ -21,6 +21,8 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint
+	@for p in deploy.yml playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventories/local $$p >/dev/null || exit 1; done
+	@for p in deploy.yml playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventories/example $$p >/dev/null || exit 1; done
 
 sanity: setup
 	scripts/sanity.sh
@@ -34,11 +36,16 @@ integration: services
 molecule: services
 	scripts/molecule.sh
 
-test: lint sanity unit integration molecule  ## everything CI runs
+test: lint sanity unit integration molecule deploy-local-twice  ## everything CI runs
 
 deploy-local: services  ## the main job on the embedded default inventory (a local rehearsal of the AWS flow)
 	$(BIN)/python -m tests.harness.images  # the CPU stand-in for NGC's Triton base image, built locally once
 	$(BIN)/ansible-playbook deploy.yml -i inventories/local
+
+deploy-local-twice: services  ## the second run of the local rehearsal must change nothing
+	$(MAKE) --no-print-directory deploy-local
+	$(MAKE) --no-print-directory deploy-local | tee .build/deploy-local-second.log
+	grep -Eq '^localhost +: ok=[0-9]+ +changed=0 +unreachable=0 +failed=0' .build/deploy-local-second.log
 
 bench: services
 	@for b in bench/*.py; do echo "# $$b"; $(BIN)/python $$b || exit 1; done

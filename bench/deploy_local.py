@@ -1,0 +1,65 @@
+"""deploy.yml on inventories/local (the local rehearsal), first run and no-op re-run, against a fresh moto server.
+
+Prints `name: value` lines: first_run_seconds, noop_run_seconds (wall time of `ansible-playbook deploy.yml -i
+inventories/local`, what `make deploy-local` runs after its setup), noop_api_calls (AWS requests the re-run made,
+from moto's access log), noop_changed_tasks (tasks the re-run reported changed; 0 is the goal).
+The first run builds the image only if dockerd does not have it cached already. Exits 1 only when it cannot measure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.images import triton_cpu_base
+from tests.harness.moto import MotoServer
+
+CONTAINER = "inferops-bench-deploy-standby"
+
+
+def main() -> int:
+    triton_cpu_base()
+    subprocess.run([sys.executable, "-m", "tests.harness.images"], cwd=REPO_ROOT, check=True, capture_output=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        moto = MotoServer(Path(tmp)).start()
+        extra = {
+            "aws_endpoint_url": moto.endpoint,
+            "deploy_local_standby": {
+                "container_name": CONTAINER,
+                "port": 18200,
+                "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
+            },
+        }
+        try:
+            started = time.monotonic()
+            first = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=str(REPO_ROOT / "inventories" / "local"))
+            first_s = time.monotonic() - started
+            if first.rc != 0:
+                print(f"first run failed (rc {first.rc}):\n{first.stderr[-2000:]}", file=sys.stderr)
+                return 1
+            calls_before = moto.request_count()
+            started = time.monotonic()
+            noop = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=str(REPO_ROOT / "inventories" / "local"))
+            noop_s = time.monotonic() - started
+            if noop.rc != 0:
+                print(f"no-op run failed (rc {noop.rc}):\n{noop.stderr[-2000:]}", file=sys.stderr)
+                return 1
+            noop_calls = moto.request_count() - calls_before
+        finally:
+            subprocess.run(["docker", "rm", "-f", CONTAINER], check=False, capture_output=True)
+            moto.stop()
+    print(f"first_run_seconds: {first_s:.1f}")
+    print(f"noop_run_seconds: {noop_s:.1f}")
+    print(f"noop_api_calls: {noop_calls}")
+    print(f"noop_changed_tasks: {len(noop.changed_tasks)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
