@@ -13,7 +13,7 @@ PYTEST := $(BIN)/pytest -p no:cacheprovider
 setup:  ## Debian packages (as root), .venv with pinned Python packages, collection link
 	scripts/setup.sh
 
-services: setup  ## dockerd and the local registry on 127.0.0.1:5000
+services: setup  ## dockerd, the local registry on 127.0.0.1:5000, and the local inventory's moto server on 127.0.0.1:5100
 	scripts/services.sh start
 
 lint: setup
