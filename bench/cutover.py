@@ -26,17 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.ansible import run_playbook
-from tests.harness.bluegreen import ALARM, create_app
+from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, create_app
 from tests.harness.moto import MotoServer
-
-PLAYBOOK = """---
-- name: Blue/green cutover
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Cutover
-      inferops.triton_ecs.bluegreen: "{{ bg_args }}"
-"""
 
 
 def task_seconds(json_stdout: str, name: str) -> float:
@@ -55,7 +46,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         playbook = workdir / "cutover.yml"
-        playbook.write_text(PLAYBOOK)
+        playbook.write_text(CUTOVER_PLAYBOOK)
         moto = MotoServer(workdir).start()
         try:
             app = create_app(moto)

@@ -20,6 +20,15 @@ from .moto import ACCOUNT_ID, MotoServer
 APP = "triton"
 CLUSTER = "inference"
 ALARM = "triton-target-5xx"
+# One bluegreen task fed the module's arguments as `bg_args`: what the tests and bench/cutover.py run.
+CUTOVER_PLAYBOOK = """---
+- name: Blue/green cutover
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Cutover
+      inferops.triton_ecs.bluegreen: "{{ bg_args }}"
+"""
 
 
 @dataclass

@@ -19,17 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.ansible import PlaybookRun, run_playbook
-from tests.harness.bluegreen import ALARM, BlueGreenApp, create_app
+from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 from tests.harness.triton import TritonServer, write_model
 
-PLAYBOOK = """---
-- name: Blue/green cutover
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Cutover
-      inferops.triton_ecs.bluegreen: "{{ bg_args }}"
-"""
 SMOKE = {
     "model": "simple",
     "inputs": [{"name": "INPUT0", "shape": [2], "datatype": "FP32", "data": [1.0, 2.0]}],
@@ -56,7 +48,7 @@ def routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Trito
 @pytest.fixture
 def playbook(tmp_path: Path) -> Path:
     path = tmp_path / "bluegreen.yml"
-    path.write_text(PLAYBOOK)
+    path.write_text(CUTOVER_PLAYBOOK)
     return path
 
 
