@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import boto3
 import pytest
@@ -21,10 +22,11 @@ def host_path(host):
 
 @pytest.fixture(scope="module")
 def s3_manifest():
+    aws = json.loads(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "aws.json").read_text())
     s3 = boto3.client(
         "s3",
         region_name="us-east-1",
-        endpoint_url=os.environ["MOLECULE_MOTO_ENDPOINT"],
+        endpoint_url=aws["endpoint"],
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
