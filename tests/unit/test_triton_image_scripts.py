@@ -208,6 +208,7 @@ def test_server_command_has_explicit_control_models_ports_and_exit_timeout():
     assert "--model-repository=/models" in cmd
     assert "--http-port=9000" in cmd and "--grpc-port=8001" in cmd and "--metrics-port=8002" in cmd
     assert "--exit-timeout-secs=20" in cmd
+    assert "--metrics-interval-ms=250" in cmd
     assert [c for c in cmd if c.startswith("--load-model=")] == ["--load-model=a", "--load-model=b"]
     assert cmd[-3:] == ["--allow-gpu-metrics=false", "--log-verbose=1", "--strict-readiness=true"]
 

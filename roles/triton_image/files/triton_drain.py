@@ -29,6 +29,7 @@ PENDING = "nv_inference_pending_request_count"
 SUCCESS = "nv_inference_request_success"
 FAILURE = "nv_inference_request_failure"
 HTTP_TIMEOUT_S = 2.0
+DEFAULT_QUIET_S = "0.3"  # longer than the gap between answers while a client keeps sending
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> in
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metrics-url", default=metrics_url(env))
     parser.add_argument("--timeout-s", type=float, default=float(env.get("TRITON_DRAIN_TIMEOUT_S", "30")))
-    parser.add_argument("--quiet-s", type=float, default=float(env.get("TRITON_DRAIN_QUIET_S", "0.5")))
+    parser.add_argument("--quiet-s", type=float, default=float(env.get("TRITON_DRAIN_QUIET_S", DEFAULT_QUIET_S)))
     args = parser.parse_args(argv)
     result = wait_until_quiet(lambda: fetch_metrics(args.metrics_url), QuietTracker(), args.timeout_s, args.quiet_s)
     print(f"triton-drain: {'quiet' if result.quiet else 'not quiet'} after {result.waited_s:.1f}s: {result.reason}")

@@ -9,13 +9,15 @@ Configuration comes from the environment (the image sets defaults; the task defi
   TRITON_LOAD_MODELS         models loaded at start, comma separated (explicit mode)
   TRITON_HTTP_PORT / TRITON_GRPC_PORT / TRITON_METRICS_PORT   8000 / 8001 / 8002
   TRITON_EXIT_TIMEOUT_S      tritonserver --exit-timeout-secs (30)
+  TRITON_METRICS_INTERVAL_MS tritonserver --metrics-interval-ms (250); tritonserver's exit waits for its metrics
+                             thread's next tick, so this also bounds that part of a stop (Triton's default: 2000)
   TRITON_EXTRA_ARGS          more tritonserver flags (shell words); container CMD arguments are appended too
   TRITON_REQUIRE_GPU         true: nvidia-smi must work, show TRITON_GPU_COUNT GPUs and a recent enough driver
   TRITON_GPU_COUNT           GPUs that must be visible (1)
   TRITON_MIN_DRIVER_VERSION  minimum NVIDIA driver; empty: derived from CUDA_VERSION (set by NGC images)
   TRITON_MIN_SHM_MB          minimum /dev/shm size for the python backend (0: no check)
   TRITON_DRAIN_TIMEOUT_S     longest wait for quiet on SIGTERM (30)
-  TRITON_DRAIN_QUIET_S       how long counters must stay still to count as quiet (0.5)
+  TRITON_DRAIN_QUIET_S       how long counters must stay still to count as quiet (0.3)
   TRITON_DRAIN_WATCH_S       metrics sampling interval while serving, so a quiet server stops at once (1)
   TRITON_DRAIN_UNLOAD        true: once quiet, unload the models before SIGTERM (tritonserver then exits at once,
                              instead of checking for live models once a second while it unloads them) (true)
@@ -150,6 +152,7 @@ def server_command(env: dict[str, str], extra: list[str]) -> list[str]:
         f"--grpc-port={env.get('TRITON_GRPC_PORT', '8001')}",
         f"--metrics-port={env.get('TRITON_METRICS_PORT', '8002')}",
         f"--exit-timeout-secs={env.get('TRITON_EXIT_TIMEOUT_S', '30')}",
+        f"--metrics-interval-ms={env.get('TRITON_METRICS_INTERVAL_MS', '250')}",
     ]
     cmd += [f"--load-model={m.strip()}" for m in env.get("TRITON_LOAD_MODELS", "").split(",") if m.strip()]
     return cmd + shlex.split(env.get("TRITON_EXTRA_ARGS", "")) + extra
@@ -189,7 +192,7 @@ class Supervisor:
             self.fetch,
             self.tracker,
             timeout_s=float(self.env.get("TRITON_DRAIN_TIMEOUT_S", "30")),
-            quiet_s=float(self.env.get("TRITON_DRAIN_QUIET_S", "0.5")),
+            quiet_s=float(self.env.get("TRITON_DRAIN_QUIET_S", triton_drain.DEFAULT_QUIET_S)),
         )
         log(f"drain {'done' if result.quiet else 'cut short'} after {result.waited_s:.1f}s ({result.reason})")
         if self.forwarded.is_set():
