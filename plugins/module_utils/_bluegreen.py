@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 COLORS = ("blue", "green")
+# The target_groups option of bluegreen, bluegreen_listeners and bluegreen_services (doc fragment target_groups).
+TARGET_GROUPS_OPTION = dict(type="dict", required=True, options={color: dict(type="str", required=True) for color in COLORS})
 # The phases in run order; `stop_after` names one of the first six.
 PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "finish")
 # ALB target states that mean "this target is not serving yet, or is failing".

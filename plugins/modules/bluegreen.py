@@ -51,19 +51,6 @@ options:
   desired_count:
     description: Tasks the new colour runs. Required with O(state=present).
     type: int
-  target_groups:
-    description: Target group ARN of each colour.
-    type: dict
-    required: true
-    suboptions:
-      blue:
-        description: Target group of C(<name>-blue).
-        type: str
-        required: true
-      green:
-        description: Target group of C(<name>-green).
-        type: str
-        required: true
   listener_arn:
     description: Production listener whose default forward action holds the weights. One of O(listener_arn) and O(listener_rule_arn) is required.
     type: str
@@ -176,6 +163,7 @@ options:
     type: str
     choices: [discover, capacity, standby_up, gates, traffic, drain, finish]
 extends_documentation_fragment:
+  - inferops.triton_ecs.target_groups
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -280,7 +268,7 @@ wall_s:
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import PlanError, validate_params  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import TARGET_GROUPS_OPTION, PlanError, validate_params  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Runner  # noqa: E402
 
 
@@ -292,9 +280,7 @@ def main() -> None:
         name=dict(type="str", required=True),
         task_definition=dict(type="str", required=True),
         desired_count=dict(type="int"),
-        target_groups=dict(
-            type="dict", required=True, options=dict(blue=dict(type="str", required=True), green=dict(type="str", required=True))
-        ),
+        target_groups=TARGET_GROUPS_OPTION,
         listener_arn=dict(type="str"),
         listener_rule_arn=dict(type="str"),
         test_listener_arn=dict(type="str"),

@@ -26,19 +26,6 @@ options:
     description: ARN of the Application Load Balancer.
     type: str
     required: true
-  target_groups:
-    description: Target group ARN of each colour.
-    type: dict
-    required: true
-    suboptions:
-      blue:
-        description: Target group of the blue service.
-        type: str
-        required: true
-      green:
-        description: Target group of the green service.
-        type: str
-        required: true
   initial_live_color:
     description: The colour that gets weight 100 when the production forward is created.
     type: str
@@ -103,6 +90,7 @@ options:
     type: dict
     default: {}
 extends_documentation_fragment:
+  - inferops.triton_ecs.target_groups
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -162,6 +150,7 @@ live_color:
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_listeners import ensure  # noqa: E402
 
 
@@ -175,9 +164,7 @@ def main() -> None:
     rule = dict(priority=dict(type="int", required=True), conditions=dict(type="list", elements="dict", required=True))
     argument_spec = dict(
         load_balancer_arn=dict(type="str", required=True),
-        target_groups=dict(
-            type="dict", required=True, options=dict(blue=dict(type="str", required=True), green=dict(type="str", required=True))
-        ),
+        target_groups=TARGET_GROUPS_OPTION,
         initial_live_color=dict(type="str", choices=["blue", "green"], default="blue"),
         production=dict(type="dict", required=True, options=dict(listener, rule=dict(type="dict", options=rule))),
         test=dict(type="dict", options=dict(listener)),

@@ -44,19 +44,6 @@ options:
     description: Tasks of the live colour when it is created; 0 creates it empty, so the first tasks come up through a gated cutover.
     type: int
     default: 1
-  target_groups:
-    description: Target group ARN of each colour (target type C(ip)).
-    type: dict
-    required: true
-    suboptions:
-      blue:
-        description: Target group of the blue service.
-        type: str
-        required: true
-      green:
-        description: Target group of the green service.
-        type: str
-        required: true
   container_name:
     description: The container registered in the target group.
     type: str
@@ -147,6 +134,7 @@ options:
     type: dict
     default: {}
 extends_documentation_fragment:
+  - inferops.triton_ecs.target_groups
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -210,6 +198,7 @@ desired_counts:
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_services import ensure  # noqa: E402
 
 
@@ -220,9 +209,7 @@ def main() -> None:
         task_definition=dict(type="str"),
         initial_live_color=dict(type="str", choices=["blue", "green"], default="blue"),
         desired_count=dict(type="int", default=1),
-        target_groups=dict(
-            type="dict", required=True, options=dict(blue=dict(type="str", required=True), green=dict(type="str", required=True))
-        ),
+        target_groups=TARGET_GROUPS_OPTION,
         container_name=dict(type="str", default="triton"),
         container_port=dict(type="int", default=8000),
         subnets=dict(type="list", elements="str", required=True),

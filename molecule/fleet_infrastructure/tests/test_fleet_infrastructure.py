@@ -3,48 +3,29 @@
 from __future__ import annotations
 
 import base64
-import json
-import os
-from pathlib import Path
-
-import boto3
-import pytest
-
-STATE = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "aws.json"
-
-
-@pytest.fixture(scope="module")
-def aws() -> dict:
-    return json.loads(STATE.read_text())
-
-
-def client(aws: dict, service: str):
-    return boto3.client(
-        service, region_name="us-east-1", endpoint_url=aws["endpoint"], aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
 
 
 def test_the_moto_server_listens(host, aws):
     assert host.socket(f"tcp://127.0.0.1:{aws['port']}").is_listening
 
 
-def test_cluster_has_container_insights_and_the_gpu_capacity_provider(aws):
-    cluster = client(aws, "ecs").describe_clusters(clusters=["inference"], include=["SETTINGS"])["clusters"][0]
+def test_cluster_has_container_insights_and_the_gpu_capacity_provider(aws_client):
+    cluster = aws_client("ecs").describe_clusters(clusters=["inference"], include=["SETTINGS"])["clusters"][0]
     assert {"name": "containerInsights", "value": "enabled"} in cluster["settings"]
     assert cluster["capacityProviders"] == ["triton-gpu"]
 
 
-def test_capacity_provider_scales_the_scale_in_protected_group(aws):
-    provider = client(aws, "ecs").describe_capacity_providers(capacityProviders=["triton-gpu"])["capacityProviders"][0]
+def test_capacity_provider_scales_the_scale_in_protected_group(aws_client):
+    provider = aws_client("ecs").describe_capacity_providers(capacityProviders=["triton-gpu"])["capacityProviders"][0]
     asg_provider = provider["autoScalingGroupProvider"]
     assert asg_provider["managedScaling"]["status"] == "ENABLED"
     assert asg_provider["managedTerminationProtection"] == "ENABLED"
-    group = client(aws, "autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["triton-gpu"])["AutoScalingGroups"][0]
+    group = aws_client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["triton-gpu"])["AutoScalingGroups"][0]
     assert group["NewInstancesProtectedFromScaleIn"] is True
 
 
-def test_launch_template_requires_imdsv2_and_joins_the_cluster(aws):
-    data = client(aws, "ec2").describe_launch_template_versions(LaunchTemplateName="triton-gpu", Versions=["$Latest"])[
+def test_launch_template_requires_imdsv2_and_joins_the_cluster(aws_client):
+    data = aws_client("ec2").describe_launch_template_versions(LaunchTemplateName="triton-gpu", Versions=["$Latest"])[
         "LaunchTemplateVersions"
     ][0]["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpTokens"] == "required"
@@ -52,8 +33,8 @@ def test_launch_template_requires_imdsv2_and_joins_the_cluster(aws):
     assert "ECS_CLUSTER=inference" in base64.b64decode(data["UserData"]).decode()
 
 
-def test_production_forwards_to_blue_and_test_to_green(aws):
-    elbv2 = client(aws, "elbv2")
+def test_production_forwards_to_blue_and_test_to_green(aws_client):
+    elbv2 = aws_client("elbv2")
     lb = elbv2.describe_load_balancers(Names=["triton"])["LoadBalancers"][0]
     listeners = {li["Port"]: li for li in elbv2.describe_listeners(LoadBalancerArn=lb["LoadBalancerArn"])["Listeners"]}
     groups = {
@@ -66,14 +47,14 @@ def test_production_forwards_to_blue_and_test_to_green(aws):
     assert test.get(groups["triton-green"]) == 100 and not test.get(groups["triton-blue"])
 
 
-def test_services_blue_live_green_standby(aws):
-    services = client(aws, "ecs").describe_services(cluster="inference", services=["triton-blue", "triton-green"])["services"]
+def test_services_blue_live_green_standby(aws_client):
+    services = aws_client("ecs").describe_services(cluster="inference", services=["triton-blue", "triton-green"])["services"]
     counts = {s["serviceName"]: s["desiredCount"] for s in services}
     assert counts == {"triton-blue": 2, "triton-green": 0}
 
 
-def test_cutover_gate_alarms_and_dashboard(aws):
-    cloudwatch = client(aws, "cloudwatch")
+def test_cutover_gate_alarms_and_dashboard(aws_client):
+    cloudwatch = aws_client("cloudwatch")
     names = sorted(a["AlarmName"] for a in cloudwatch.describe_alarms(AlarmNamePrefix="triton-")["MetricAlarms"])
     assert names == sorted(
         [

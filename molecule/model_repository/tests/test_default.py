@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from pathlib import Path
 
-import boto3
 import pytest
 
 MODEL = "simple"
@@ -21,15 +18,8 @@ def host_path(host):
 
 
 @pytest.fixture(scope="module")
-def s3_manifest():
-    aws = json.loads(Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "aws.json").read_text())
-    s3 = boto3.client(
-        "s3",
-        region_name="us-east-1",
-        endpoint_url=aws["endpoint"],
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+def s3_manifest(aws_client):
+    s3 = aws_client("s3")
     return json.loads(s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{MODEL}/2.manifest.json")["Body"].read())
 
 
