@@ -10,6 +10,7 @@ import json
 import re
 import stat
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from tests.harness.triton_image import (
     TritonContainer,
     build_image,
     digest_ref,
+    infer,
     registry_manifest_digest,
     role_vars,
     stop_under_load,
@@ -326,6 +328,31 @@ def test_docker_stop_under_load_drains_without_failures(container, tmp_path):
     logs = c.logs()
     assert "drain done after" in logs
     assert "tritonserver exited with 0" in logs
+
+
+def test_a_request_longer_than_the_quiet_period_still_gets_its_answer(container, tmp_path):
+    """Nothing is queued and no counter moves while one 2 s request runs, so the drain calls the server quiet
+    mid-request; the model unload that follows waits for the request instead of cutting it off."""
+    models = tmp_path / "models"
+    write_model(models, "long", delay_ms=2000, instances=1)
+    c = container(models, env={"TRITON_LOAD_MODELS": "long", "TRITON_SMOKE_MODEL": ""})
+    c.wait_ready()
+    answer: list[object] = []
+    request = threading.Thread(target=lambda: answer.append(_answer_or_error(c, "long")))
+    request.start()
+    time.sleep(0.5)  # the request is executing: counters still, nothing queued
+    stop_seconds, exit_code = c.stop()
+    request.join(30)
+    assert answer == [[2.0, 3.0]]
+    assert exit_code == 0
+    assert stop_seconds < 10
+
+
+def _answer_or_error(c, model: str) -> object:
+    try:
+        return infer(c, model, [1.0, 2.0])
+    except Exception as exc:  # the assertion shows what went wrong
+        return f"{type(exc).__name__}: {exc}"
 
 
 def test_without_the_drain_the_same_stop_fails_late_requests(container, tmp_path):
