@@ -38,13 +38,15 @@ molecule: services
 
 test: lint sanity unit integration molecule deploy-local-twice  ## everything CI runs
 
+# The CPU stand-in for NGC's Triton base image (built locally once), then deploy.yml on the local inventory.
+DEPLOY_LOCAL = $(BIN)/python -m tests.harness.images && $(BIN)/ansible-playbook deploy.yml -i inventories/local
+
 deploy-local: services  ## the main job on the embedded default inventory (a local rehearsal of the AWS flow)
-	$(BIN)/python -m tests.harness.images  # the CPU stand-in for NGC's Triton base image, built locally once
-	$(BIN)/ansible-playbook deploy.yml -i inventories/local
+	$(DEPLOY_LOCAL)
 
 deploy-local-twice: services  ## the second run of the local rehearsal must change nothing
-	$(MAKE) --no-print-directory deploy-local
-	$(MAKE) --no-print-directory deploy-local | tee .build/deploy-local-second.log
+	$(DEPLOY_LOCAL)
+	{ $(DEPLOY_LOCAL); } | tee .build/deploy-local-second.log
 	grep -Eq '^localhost +: ok=[0-9]+ +changed=0 +unreachable=0 +failed=0' .build/deploy-local-second.log
 
 bench: services

@@ -45,15 +45,13 @@ def task_seconds(json_stdout: str, name: str) -> float:
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        playbook = workdir / "cutover.yml"
-        playbook.write_text(CUTOVER_PLAYBOOK)
         moto = MotoServer(workdir).start()
         try:
             app = create_app(moto)
             app.register_targets("green", 2)
 
             before = moto.request_count()
-            run = run_playbook(playbook, {"bg_args": app.module_args("triton:2")}, env=moto.env())
+            run = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": app.module_args("triton:2")}, env=moto.env())
             api_calls = moto.request_count() - before
             if run.rc != 0:
                 print(f"cannot measure: the cutover failed\n{run.stdout[-3000:]}{run.stderr[-2000:]}", file=sys.stderr)
@@ -75,7 +73,7 @@ def main() -> int:
             thread = threading.Thread(target=alarm_during_bake)
             thread.start()
             args = app.module_args("triton:3", traffic_steps=[10, 100], bake_time_s=30, watch_interval_s=1)
-            rolled = run_playbook(playbook, {"bg_args": args}, env=moto.env())
+            rolled = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, env=moto.env())
             thread.join()
             rollback = rolled.result("Cutover").get("rollback") if rolled.tasks else None
             if not rollback or app.weights() != {"blue": 0, "green": 100}:

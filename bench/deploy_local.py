@@ -17,15 +17,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.ansible import REPO_ROOT, run_playbook
-from tests.harness.images import triton_cpu_base
+from tests.harness.images import local_rehearsal_base
 from tests.harness.moto import MotoServer
 
 CONTAINER = "inferops-bench-deploy-standby"
 
 
 def main() -> int:
-    triton_cpu_base()
-    subprocess.run([sys.executable, "-m", "tests.harness.images"], cwd=REPO_ROOT, check=True, capture_output=True)
+    local_rehearsal_base()
     with tempfile.TemporaryDirectory() as tmp:
         moto = MotoServer(Path(tmp)).start()
         extra = {

@@ -22,7 +22,6 @@ Exits non-zero only when it cannot measure (no Docker, build or start failure).
 
 from __future__ import annotations
 
-import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -39,6 +38,7 @@ from tests.harness.triton_image import (
     image_size_bytes,
     role_vars,
     stop_under_load,
+    world_readable,
 )
 
 WORK = Path(__file__).resolve().parents[1] / ".cache" / "bench-drain"
@@ -64,8 +64,7 @@ def measure() -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-drain-") as tmp:
         models = Path(tmp) / "models"
         write_model(models, "slow", delay_ms=200, instances=1)
-        for item in [Path(tmp), *Path(tmp).rglob("*")]:  # the container runs as uid 1000
-            item.chmod(item.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if item.is_dir() else 0))
+        world_readable(Path(tmp))
         ready_s, drained = stopped_under_load(image, models, lag_s=0.0)
         _ready_s, late = stopped_under_load(image, models, lag_s=0.5)
     return {

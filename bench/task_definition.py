@@ -11,7 +11,6 @@ Exits non-zero only when it cannot measure.
 
 from __future__ import annotations
 
-import copy
 import json
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ sys.path[:0] = [str(REPO), str(REPO / ".build" / "collections")]
 import yaml  # noqa: E402
 
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
-from tests.harness.moto import REGION, MotoServer  # noqa: E402
+from tests.harness.moto import REGION, MotoServer, moto_compatible  # noqa: E402
 
 REVISIONS = 50
 REPEATS = 9
@@ -126,15 +125,6 @@ def noop_side_by_side(moto: MotoServer, workdir: Path, existing: int) -> dict[st
     return {
         side: {"calls": max(s["calls"]), "seconds": statistics.median(s["seconds"]), "changed": s["changed"]} for side, s in stats.items()
     }
-
-
-def moto_compatible(definition: dict) -> dict:
-    """moto wants `memory` on every container of an EC2 task without task memory; AWS accepts memoryReservation alone."""
-    definition = copy.deepcopy(definition)
-    if "EC2" in definition.get("requiresCompatibilities", []) and not definition.get("memory"):
-        for container in definition["containerDefinitions"]:
-            container.setdefault("memory", container.get("memoryReservation", 512))
-    return definition
 
 
 def our_corpus_phantoms(moto: MotoServer) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Fixtures for the molecule verifiers whose create.yml starts a moto server (`python -m tests.harness.bluegreen up`).
+"""Fixtures for the molecule verifiers whose create.yml starts a moto server (`python -m tests.harness.moto up`).
 
 That server's endpoint, port and whatever prepare.yml created are in aws.json in the scenario's ephemeral directory.
 """
@@ -10,8 +10,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import boto3
 import pytest
+
+from tests.harness.moto import MotoServer
 
 
 @pytest.fixture(scope="module")
@@ -22,10 +23,4 @@ def aws() -> dict:
 @pytest.fixture(scope="module")
 def aws_client(aws: dict) -> Callable[[str], object]:
     """aws_client("ecs") -> a boto3 client for the scenario's moto server, with moto's placeholder credentials."""
-
-    def client(service: str):
-        return boto3.client(
-            service, region_name="us-east-1", endpoint_url=aws["endpoint"], aws_access_key_id="testing", aws_secret_access_key="testing"
-        )
-
-    return client
+    return MotoServer.attached(aws["endpoint"]).client

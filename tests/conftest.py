@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.moto import MotoServer
-from tests.harness.triton import TritonServer, write_model
+from tests.harness.triton import TritonServer
 
 
 @pytest.fixture
@@ -25,14 +25,6 @@ def shared_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mot
     server = MotoServer(tmp_path_factory.mktemp("moto")).start()
     yield server
     server.stop()
-
-
-@pytest.fixture
-def model_repository(tmp_path: Path) -> Path:
-    """A Triton model repository with one python-backend model, `simple` (OUTPUT0 = INPUT0 + 1)."""
-    repo = tmp_path / "models"
-    write_model(repo, "simple", offset=1.0)
-    return repo
 
 
 @pytest.fixture

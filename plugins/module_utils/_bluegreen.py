@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
+
 COLORS = ("blue", "green")
 # The target_groups option of bluegreen, bluegreen_listeners and bluegreen_services (doc fragment target_groups).
 TARGET_GROUPS_OPTION = dict(type="dict", required=True, options={color: dict(type="str", required=True) for color in COLORS})
@@ -21,16 +23,32 @@ PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "fi
 NOT_SERVING = frozenset({"initial", "unhealthy", "unavailable", "unused"})
 
 
-class PlanError(Exception):
-    """Bad input or an AWS state the cutover cannot start from; raised before any write."""
-
-    def __init__(self, errors: list[str] | str) -> None:
-        self.errors = [errors] if isinstance(errors, str) else list(errors)
-        super().__init__("; ".join(self.errors))
+PlanError = InputError  # bad input or an AWS state the cutover cannot start from; raised before any write
 
 
 def other(color: str) -> str:
     return "green" if color == "blue" else "blue"
+
+
+def live_color(weights: dict[str, int]) -> str:
+    """The colour with the larger production weight (blue on a tie)."""
+    return "blue" if weights.get("blue", 0) >= weights.get("green", 0) else "green"
+
+
+def target_group_arn_errors(tgs: dict[str, str]) -> list[str]:
+    errors = [
+        f"target_groups.{c} {tgs.get(c)!r}: give the ARN of the {c} target group"
+        for c in COLORS
+        if not (tgs.get(c) or "").startswith("arn:")
+    ]
+    if tgs.get("blue") and tgs.get("blue") == tgs.get("green"):
+        errors.append("target_groups.blue and target_groups.green are the same ARN: each colour needs its own target group")
+    return errors
+
+
+def forward_entries(action: dict[str, Any]) -> list[dict[str, Any]]:
+    """A forward action's target groups; the plain single-target form counts as weight 100."""
+    return (action.get("ForwardConfig") or {}).get("TargetGroups") or [{"TargetGroupArn": action.get("TargetGroupArn"), "Weight": 100}]
 
 
 # ---------------------------------------------------------------- input
@@ -94,9 +112,7 @@ def weights_from_actions(actions: list[dict[str, Any]], target_groups: dict[str,
     """{blue: w, green: w} from a listener's (or rule's) actions; the plain single-target form counts as 100/0."""
     action = forward_action(actions)
     by_arn = {arn: color for color, arn in target_groups.items()}
-    entries = (action.get("ForwardConfig") or {}).get("TargetGroups")
-    if not entries:
-        entries = [{"TargetGroupArn": action.get("TargetGroupArn"), "Weight": 100}]
+    entries = forward_entries(action)
     weights = dict.fromkeys(COLORS, 0)
     for entry in entries:
         arn = entry.get("TargetGroupArn")
@@ -144,7 +160,7 @@ def forwards_only_to(actions: list[dict[str, Any]], target_group_arn: str) -> bo
         action = forward_action(actions)
     except PlanError:
         return False
-    entries = (action.get("ForwardConfig") or {}).get("TargetGroups") or [{"TargetGroupArn": action.get("TargetGroupArn"), "Weight": 1}]
+    entries = forward_entries(action)
     live = [e["TargetGroupArn"] for e in entries if e.get("Weight", 1) > 0]
     return live == [target_group_arn]
 
@@ -372,7 +388,7 @@ def decide(
                 steps=remaining_steps(steps, weights[new]),
                 reason=f"resuming: {new} runs the requested task definition and has {weights[new]}% of the traffic",
             )
-        live = "blue" if weights["blue"] >= weights["green"] else "green"
+        live = live_color(weights)
         return Plan(
             "cutover",
             ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
@@ -384,7 +400,7 @@ def decide(
             reason=f"traffic is split {weights['blue']}/{weights['green']} and no single colour runs the requested task "
             f"definition: {live} (the larger share) takes all traffic back before the cutover",
         )
-    live = "blue" if weights["blue"] == 100 else "green"
+    live = live_color(weights)
     standby = other(live)
     if colors[live].task_definition == task_definition and colors[live].desired == desired_count:
         if scale_down_old and colors[standby].desired > 0:
@@ -421,7 +437,7 @@ def _decide_rollback(task_definition: str, weights: dict[str, int], colors: dict
         new = running_new[0]
         _require_serving(colors[other(new)], "roll back to")
         return Plan("rollback", ["rollback"], new=new, old=other(new), live=other(new), reason="rollback requested during a cutover")
-    live = "blue" if weights["blue"] == 100 else "green"
+    live = live_color(weights)
     if colors[live].task_definition != task_definition:
         standby = other(live)
         if colors[standby].task_definition == task_definition and colors[standby].desired > 0:

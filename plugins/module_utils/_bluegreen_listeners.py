@@ -15,8 +15,14 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _elbv2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import (
+    COLORS,
+    forward_entries,
+    live_color,
+    other,
+    target_group_arn_errors,
+)
 
-COLORS = ("blue", "green")
 PROTOCOLS = ("HTTP", "HTTPS")
 # Condition field -> the *Config key that carries its values in the API.
 _CONDITION_CONFIG = {
@@ -31,10 +37,6 @@ NOT_FOUND_RESPONSE = {
     "Type": "fixed-response",
     "FixedResponseConfig": {"StatusCode": "404", "ContentType": "text/plain", "MessageBody": "no route"},
 }
-
-
-def other(color: str) -> str:
-    return "green" if color == "blue" else "blue"
 
 
 # ---------------------------------------------------------------- input
@@ -56,12 +58,7 @@ def validate(params: dict[str, Any]) -> list[str]:
     errors: list[str] = []
     if not (params.get("load_balancer_arn") or "").startswith("arn:"):
         errors.append(f"load_balancer_arn {params.get('load_balancer_arn')!r}: give the ALB's ARN")
-    tgs = params.get("target_groups") or {}
-    for color in COLORS:
-        if not (tgs.get(color) or "").startswith("arn:"):
-            errors.append(f"target_groups.{color} {tgs.get(color)!r}: give the ARN of the {color} target group")
-    if tgs.get("blue") and tgs.get("blue") == tgs.get("green"):
-        errors.append("target_groups.blue and target_groups.green are the same ARN: each colour needs its own target group")
+    errors += target_group_arn_errors(params.get("target_groups") or {})
     if params.get("initial_live_color", "blue") not in COLORS:
         errors.append(f"initial_live_color {params.get('initial_live_color')!r}: blue or green")
     production = params.get("production") or {}
@@ -103,9 +100,7 @@ def observed_weights(actions: list[dict[str, Any]], tgs: dict[str, str]) -> dict
     forwards = [a for a in actions if a.get("Type") == "forward"]
     if len(forwards) != 1:
         return None
-    entries = (forwards[0].get("ForwardConfig") or {}).get("TargetGroups") or [
-        {"TargetGroupArn": forwards[0].get("TargetGroupArn"), "Weight": 100}
-    ]
+    entries = forward_entries(forwards[0])
     by_arn = {arn: color for color, arn in tgs.items()}
     weights = dict.fromkeys(COLORS, 0)
     for entry in entries:
@@ -119,7 +114,7 @@ def describe_forward(actions: list[dict[str, Any]]) -> str:
     parts = []
     for action in actions:
         if action.get("Type") == "forward":
-            entries = (action.get("ForwardConfig") or {}).get("TargetGroups") or [{"TargetGroupArn": action.get("TargetGroupArn")}]
+            entries = forward_entries(action)
             parts.append("forward to " + ", ".join(str(e.get("TargetGroupArn")) for e in entries))
         else:
             parts.append(str(action.get("Type")))
@@ -244,7 +239,7 @@ def plan(observed: dict[str, Any], params: dict[str, Any]) -> list[tuple[str, st
     if test:
         test_listener = observed.get("test_listener")
         if test_listener is None:
-            standby = {"blue": 0, "green": 0, other(live): 100}
+            standby = initial_weights(other(live))
             steps.append(
                 (
                     "create_listener",
@@ -346,6 +341,6 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
         "production_rule_arn": arns["rule"] if params["production"].get("rule") else None,
         "test_listener_arn": arns["test"],
         "weights": weights,
-        "live_color": max(COLORS, key=lambda c: (weights[c], c == "blue")),
+        "live_color": live_color(weights),
         "diff": {"before": _snapshot(before, tgs), "after": snapshot_after},
     }

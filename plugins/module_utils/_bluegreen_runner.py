@@ -113,9 +113,7 @@ class Runner:
         for color in bg.COLORS:
             if found_tgs.get(self.tgs[color]) is None:
                 errors.append(f"target_groups.{color} {self.tgs[color]} does not exist: give the ARN of an existing target group")
-        described = {
-            s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))
-        }
+        described = self._describe_services()
         for color, name in self.services.items():
             service = described.get(name)
             if service is None or service.get("status") != "ACTIVE":
@@ -159,10 +157,11 @@ class Runner:
 
     def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, bg.ColorState]:
         if services is None:
-            services = {
-                s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))
-            }
+            services = self._describe_services()
         return {c: bg.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS}
+
+    def _describe_services(self) -> dict[str, dict[str, Any]]:
+        return {s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))}
 
     def _snapshot(self) -> dict[str, Any]:
         return {
@@ -226,7 +225,7 @@ class Runner:
         start = self.clock.monotonic()
         entry = self._phase("discover")
         self.validate_aws()
-        self.observe({s.get("serviceName"): s for s in self.described.values()})
+        self.observe(self.described)
         self.before = self._snapshot()
         plan = bg.decide(
             self.p["state"],
@@ -265,7 +264,7 @@ class Runner:
         for entry in self.timeline:
             entry.pop("_t0", None)
         after = self._snapshot()
-        live = "blue" if self.weights.get("blue", 0) >= self.weights.get("green", 0) else "green"
+        live = bg.live_color(self.weights)
         return {
             "changed": bool(self.writes),
             "decision": plan.action,
@@ -335,7 +334,7 @@ class Runner:
         problems: list[str] = []
         if self.p.get("alarm_names"):
             problems += bg.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
-        url = (self.p.get("test_route_urls") or {}).get(color) or self.p.get("test_route_url")
+        url = self._test_url(color)
         if not url:
             return problems
         gates = self.p["gates"]
@@ -365,7 +364,7 @@ class Runner:
                 self._end(
                     entry,
                     "ok",
-                    "alarms OK" + (", Triton ready, models READY, smoke inference as expected" if self._has_triton(plan.new) else ""),
+                    "alarms OK" + (", Triton ready, models READY, smoke inference as expected" if self._test_url(plan.new) else ""),
                 )
                 return
             if self.clock.monotonic() >= deadline:
@@ -373,8 +372,8 @@ class Runner:
                 raise CutoverFailed(f"gate failed on {plan.new}: " + "; ".join(problems))
             self.clock.sleep(min(self.p["gates"]["interval_s"], max(deadline - self.clock.monotonic(), 0)))
 
-    def _has_triton(self, color: str) -> bool:
-        return bool((self.p.get("test_route_urls") or {}).get(color) or self.p.get("test_route_url"))
+    def _test_url(self, color: str) -> str | None:
+        return (self.p.get("test_route_urls") or {}).get(color) or self.p.get("test_route_url")
 
     def _watch(self, color: str, seconds: float, what: str) -> None:
         """Wait `seconds` (a told wait), checking alarms and gates every watch_interval_s; raise on the first failure."""
@@ -458,9 +457,8 @@ class Runner:
         self.scale(plan.old, 0)
         if self.p["drain"]["wait_deregistration"]:
             deadline = self.clock.monotonic() + self.p["drain"]["timeout_s"]
-            while (
-                self.clock.monotonic() < deadline
-                and bg.color_state({}, elb.describe_target_health(self.aws.elbv2, self.tgs[plan.old])).draining
+            while self.clock.monotonic() < deadline and any(
+                h.get("TargetHealth", {}).get("State") == "draining" for h in elb.describe_target_health(self.aws.elbv2, self.tgs[plan.old])
             ):
                 self.clock.sleep(self.p["timeouts"]["poll_interval_s"])
         self._end(entry, "ok", f"{old.service} scaled to 0" + (f" after a termination wait of {wait} s" if wait else ""))

@@ -17,13 +17,9 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs, _ecs_services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import COLORS, target_group_arn_errors
 
-COLORS = ("blue", "green")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,248}$")  # leaves room for the -green suffix (255 in all)
-
-
-def other(color: str) -> str:
-    return "green" if color == "blue" else "blue"
 
 
 # ---------------------------------------------------------------- input
@@ -37,12 +33,7 @@ def validate(params: dict[str, Any]) -> list[str]:
         errors.append(f"initial_live_color {params.get('initial_live_color')!r}: blue or green")
     if (params.get("desired_count") or 0) < 0:
         errors.append(f"desired_count is {params.get('desired_count')}: give 0 (created empty, for a gated first cutover) or more tasks")
-    tgs = params.get("target_groups") or {}
-    for color in COLORS:
-        if not (tgs.get(color) or "").startswith("arn:"):
-            errors.append(f"target_groups.{color} {tgs.get(color)!r}: give the ARN of the {color} target group")
-    if tgs.get("blue") and tgs.get("blue") == tgs.get("green"):
-        errors.append("target_groups.blue and target_groups.green are the same ARN: each colour needs its own target group")
+    errors += target_group_arn_errors(params.get("target_groups") or {})
     port = params.get("container_port")
     if port is None or not 1 <= port <= 65535:
         errors.append(f"container_port is {port}: the port of Triton's HTTP endpoint in the container, e.g. 8000")
@@ -125,6 +116,16 @@ def placement_strategy(params: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in (("type", s["type"]), ("field", s.get("field"))) if v} for s in params.get("placement_strategy") or []]
 
 
+def load_balancers(params: dict[str, Any], color: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "targetGroupArn": params["target_groups"][color],
+            "containerName": params["container_name"],
+            "containerPort": params["container_port"],
+        }
+    ]
+
+
 def create_arguments(params: dict[str, Any], color: str, task_definition: str) -> dict[str, Any]:
     live = params.get("initial_live_color") or "blue"
     kwargs: dict[str, Any] = {
@@ -132,13 +133,7 @@ def create_arguments(params: dict[str, Any], color: str, task_definition: str) -
         "serviceName": f"{params['name']}-{color}",
         "taskDefinition": task_definition,
         "desiredCount": params["desired_count"] if color == live else 0,
-        "loadBalancers": [
-            {
-                "targetGroupArn": params["target_groups"][color],
-                "containerName": params["container_name"],
-                "containerPort": params["container_port"],
-            }
-        ],
+        "loadBalancers": load_balancers(params, color),
         "networkConfiguration": network_configuration(params),
         "deploymentConfiguration": {
             "maximumPercent": params.get("maximum_percent", 200),
@@ -160,7 +155,7 @@ def create_arguments(params: dict[str, Any], color: str, task_definition: str) -
     if params.get("placement_strategy"):
         kwargs["placementStrategy"] = placement_strategy(params)
     tags = dict(params.get("tags") or {}, **{"inferops:color": color})
-    kwargs["tags"] = [{"key": k, "value": v} for k, v in sorted(tags.items())]
+    kwargs["tags"] = _ecs_services.ecs_tags(tags)
     return kwargs
 
 
@@ -204,7 +199,7 @@ def drift(service: dict[str, Any], params: dict[str, Any], color: str) -> dict[s
             out["placementStrategy"] = placement_strategy(params)
     balancers = [(lb.get("targetGroupArn"), lb.get("containerName"), lb.get("containerPort")) for lb in service.get("loadBalancers") or []]
     if balancers != [(params["target_groups"][color], params["container_name"], params["container_port"])]:
-        out["loadBalancers"] = create_arguments(params, color, "")["loadBalancers"]
+        out["loadBalancers"] = load_balancers(params, color)
     return out
 
 

@@ -8,7 +8,10 @@ and calls it with `aws_retry=True`; botocore errors propagate for the module to 
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, error_code
 
 
 def describe_alarms(cloudwatch: Any, names: list[str]) -> list[dict[str, Any]]:
@@ -23,3 +26,23 @@ def describe_alarms(cloudwatch: Any, names: list[str]) -> list[dict[str, Any]]:
                 break
             kwargs["NextToken"] = page["NextToken"]
     return alarms
+
+
+def get_dashboard(cloudwatch: Any, name: str) -> dict[str, Any] | None:
+    try:
+        found = cloudwatch.get_dashboard(aws_retry=True, DashboardName=name)
+    except ClientError as e:
+        if error_code(e) in ("ResourceNotFound", "ResourceNotFoundException"):
+            return None
+        raise
+    return {"arn": found.get("DashboardArn"), "body": json.loads(found.get("DashboardBody") or "{}")}
+
+
+def put_dashboard(cloudwatch: Any, name: str, body: str) -> list[str]:
+    """Writes the dashboard (body: its JSON); returns CloudWatch's validation messages (warnings: it was saved)."""
+    answer = cloudwatch.put_dashboard(aws_retry=True, DashboardName=name, DashboardBody=body)
+    return [f"{m.get('DataPath', '')}: {m.get('Message', '')}" for m in answer.get("DashboardValidationMessages") or []]
+
+
+def delete_dashboard(cloudwatch: Any, name: str) -> None:
+    cloudwatch.delete_dashboards(aws_retry=True, DashboardNames=[name])

@@ -8,7 +8,8 @@ import json
 import re
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, InputError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _cloudwatch
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 
@@ -50,29 +51,6 @@ def canonical(body: dict[str, Any]) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-# ---------------------------------------------------------------- AWS calls
-
-
-def get_dashboard(cloudwatch: Any, name: str) -> dict[str, Any] | None:
-    try:
-        found = cloudwatch.get_dashboard(aws_retry=True, DashboardName=name)
-    except ClientError as e:
-        if error_code(e) in ("ResourceNotFound", "ResourceNotFoundException"):
-            return None
-        raise
-    return {"arn": found.get("DashboardArn"), "body": json.loads(found.get("DashboardBody") or "{}")}
-
-
-def put_dashboard(cloudwatch: Any, name: str, body: dict[str, Any]) -> list[str]:
-    """Writes the dashboard; returns CloudWatch's validation messages (warnings: the dashboard was saved)."""
-    answer = cloudwatch.put_dashboard(aws_retry=True, DashboardName=name, DashboardBody=canonical(body))
-    return [f"{m.get('DataPath', '')}: {m.get('Message', '')}" for m in answer.get("DashboardValidationMessages") or []]
-
-
-def delete_dashboard(cloudwatch: Any, name: str) -> None:
-    cloudwatch.delete_dashboards(aws_retry=True, DashboardNames=[name])
-
-
 # ---------------------------------------------------------------- the module's run
 
 
@@ -81,18 +59,18 @@ def ensure(cloudwatch: Any, params: dict[str, Any], check_mode: bool) -> dict[st
     if errors:
         raise InputError(errors)
     name = params["name"]
-    current = get_dashboard(cloudwatch, name)
+    current = _cloudwatch.get_dashboard(cloudwatch, name)
     before = current["body"] if current else {}
     warnings: list[str] = []
     if params.get("state", "present") == "absent":
         actions = ["delete"] if current else []
         if actions and not check_mode:
-            delete_dashboard(cloudwatch, name)
+            _cloudwatch.delete_dashboard(cloudwatch, name)
         return {"changed": bool(actions), "actions": actions, "dashboard_name": name, "diff": {"before": before, "after": {}}}
     wanted = body_of(params["body"])
     actions = [] if current and canonical(current["body"]) == canonical(wanted) else ["create" if current is None else "update"]
     if actions and not check_mode:
-        warnings = put_dashboard(cloudwatch, name, wanted)
+        warnings = _cloudwatch.put_dashboard(cloudwatch, name, canonical(wanted))
     return {
         "changed": bool(actions),
         "actions": actions,

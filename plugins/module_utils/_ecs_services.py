@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+
+def ecs_tags(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"key": k, "value": v} for k, v in sorted(tags.items())]
+
+
 # ---------------------------------------------------------------- clusters
 
 
@@ -39,7 +44,7 @@ def describe_cluster(
 def create_cluster(ecs: Any, name: str, insights: str, tags: dict[str, str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"clusterName": name, "settings": [{"name": "containerInsights", "value": insights}]}
     if tags:
-        kwargs["tags"] = [{"key": k, "value": v} for k, v in sorted(tags.items())]
+        kwargs["tags"] = ecs_tags(tags)
     return ecs.create_cluster(aws_retry=True, **kwargs)["cluster"]
 
 
@@ -95,7 +100,7 @@ def describe_capacity_providers(ecs: Any, names: list[str]) -> list[dict[str, An
 def create_capacity_provider(ecs: Any, name: str, provider: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"name": name, "autoScalingGroupProvider": provider}
     if tags:
-        kwargs["tags"] = [{"key": k, "value": v} for k, v in sorted(tags.items())]
+        kwargs["tags"] = ecs_tags(tags)
     return ecs.create_capacity_provider(aws_retry=True, **kwargs)["capacityProvider"]
 
 

@@ -46,20 +46,21 @@ def publish_version(
     except OSError as err:
         raise ManifestError(f"config={config_path!r} cannot be read ({err}); point it at the model's config.pbtxt") from err
     manifest = build_manifest(model, version, scan_source(source), config_text)
+    files = manifest_files(manifest)
     rendered = render_manifest(manifest)
     key = manifest_key(prefix, model, version)
     result: dict[str, Any] = {"model": model, "version": version, "manifest_key": key, "manifest": manifest, "uploaded": [], "skipped": []}
     existing = _s3.get_bytes(s3, bucket, key)
     if existing == rendered:
         result["changed"] = False
-        result["skipped"] = sorted(manifest_files(manifest))
+        result["skipped"] = sorted(files)
         return result
     if existing is not None:
         raise ManifestError(
             f"model {model} version {version} is already published at s3://{bucket}/{key} with other content; "
             f"versions are immutable (a serving Triton may hold them): publish it as version {version + 1} or higher"
         )
-    for path, (size, sha) in sorted(manifest_files(manifest).items()):
+    for path, (size, sha) in sorted(files.items()):
         found = _s3.head(s3, bucket, file_key(prefix, model, version, path))
         if found and found.get("ContentLength") == size and found.get("Metadata", {}).get("sha256") == sha:
             result["skipped"].append(path)
@@ -69,7 +70,7 @@ def publish_version(
     if check_mode:
         return result
     for path in result["uploaded"]:
-        _s3.upload_file(s3, bucket, file_key(prefix, model, version, path), os.path.join(source, path), manifest_files(manifest)[path][1])
+        _s3.upload_file(s3, bucket, file_key(prefix, model, version, path), os.path.join(source, path), files[path][1])
     # The manifest last: until it exists, readers treat the version as not published.
-    _s3.put_bytes(s3, bucket, key, rendered, sha256_bytes(rendered), content_type="application/json")
+    _s3.put_object(s3, bucket, key, rendered, sha256_bytes(rendered), ContentType="application/json")
     return result

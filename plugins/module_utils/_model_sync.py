@@ -67,22 +67,18 @@ def local_versions(model_dir: str) -> list[int]:
 
 
 def _read_local_manifest(model_dir: str, model: str, version: int) -> dict[str, Any] | None:
-    path = os.path.join(model_dir, f"{version}{MANIFEST_SUFFIX}")
+    raw = _read_raw(os.path.join(model_dir, f"{version}{MANIFEST_SUFFIX}"))
     try:
-        with open(path, "rb") as f:
-            return parse_manifest(f.read(), model, version)
-    except (OSError, ManifestError):
+        return None if raw is None else parse_manifest(raw, model, version)
+    except ManifestError:
         return None
 
 
-def _sizes_match(version_dir: str, files: dict[str, tuple[int, str]]) -> bool:
-    for path, (size, _sha) in files.items():
-        try:
-            if os.path.getsize(os.path.join(version_dir, path)) != size:
-                return False
-        except OSError:
-            return False
-    return True
+def _size_is(path: str, size: int) -> bool:
+    try:
+        return os.path.getsize(path) == size
+    except OSError:
+        return False
 
 
 def _in_place(
@@ -92,7 +88,7 @@ def _in_place(
     if not os.path.isdir(version_dir):
         return {}
     if recorded is not None and not verify_local:
-        return {p: v for p, v in recorded.items() if p in files and _sizes_match(version_dir, {p: v})}
+        return {p: v for p, v in recorded.items() if p in files and _size_is(os.path.join(version_dir, p), v[0])}
     found = {}
     for path in files:
         full = os.path.join(version_dir, path)
@@ -106,9 +102,11 @@ def _elsewhere(model_dir: str, model: str, skip: int) -> dict[tuple[str, str], s
     found: dict[tuple[str, str], str] = {}
     for version in local_versions(model_dir):
         recorded = _read_local_manifest(model_dir, model, version) if version != skip else None
-        for path, (size, sha) in manifest_files(recorded).items() if recorded else ():
+        if not recorded:
+            continue
+        for path, (size, sha) in manifest_files(recorded).items():
             full = os.path.join(model_dir, str(version), path)
-            if _sizes_match(os.path.join(model_dir, str(version)), {path: (size, sha)}):
+            if _size_is(full, size):
                 found.setdefault((path, sha), full)
     return found
 
@@ -158,8 +156,8 @@ def _remove_dir(model_dir: str, name: str) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def resolve_manifest(s3: Any, bucket: str, prefix: str, model: str, version: str | int) -> tuple[int, dict[str, Any], bytes]:
-    """Published versions → the wanted one → its validated manifest (and its raw bytes)."""
+def resolve_manifest(s3: Any, bucket: str, prefix: str, model: str, version: str | int) -> tuple[int, dict[str, Any]]:
+    """Published versions → the wanted one → its validated manifest."""
     check_model_name(model)
     available = versions_from_keys(_s3.list_keys(s3, bucket, model_prefix(prefix, model)), prefix, model)
     number = pick_version(available, version)
@@ -167,7 +165,7 @@ def resolve_manifest(s3: Any, bucket: str, prefix: str, model: str, version: str
     raw = _s3.get_bytes(s3, bucket, key)
     if raw is None:
         raise ManifestError(f"manifest s3://{bucket}/{key} disappeared while syncing; retry once publishing has finished")
-    return number, parse_manifest(raw, model, number), raw
+    return number, parse_manifest(raw, model, number)
 
 
 def sync_version(
@@ -185,7 +183,7 @@ def sync_version(
     Only files found nowhere locally are downloaded; files another local version holds with the same SHA-256
     are hard-linked. Everything lands in a staging directory, is verified, and is renamed into place at once.
     """
-    number, manifest, _raw = resolve_manifest(s3, bucket, prefix, model, version)
+    number, manifest = resolve_manifest(s3, bucket, prefix, model, version)
     model_dir = os.path.join(host_path, model)
     version_dir = os.path.join(model_dir, str(number))
     files = manifest_files(manifest)
@@ -198,17 +196,12 @@ def sync_version(
         "manifest_key": manifest_key(prefix, model, number),
     }
 
-    def current_config() -> bytes | None:
-        try:
-            with open(config_path, "rb") as f:
-                return f.read()
-        except OSError:
-            return None
-
-    def plan() -> dict[str, list[str]]:
+    def plan() -> tuple[dict[str, list[str]], dict[tuple[str, str], str]]:
+        """(what to keep, link and download; where other local versions hold each file)."""
         recorded = _read_local_manifest(model_dir, model, number)
         in_place = _in_place(version_dir, files, manifest_files(recorded) if recorded else None, verify_local)
-        return plan_files(files, in_place, _elsewhere(model_dir, model, number))
+        elsewhere = _elsewhere(model_dir, model, number)
+        return plan_files(files, in_place, elsewhere), elsewhere
 
     manifest_bytes = render_manifest(manifest)
     manifest_path = os.path.join(model_dir, f"{number}{MANIFEST_SUFFIX}")
@@ -216,20 +209,20 @@ def sync_version(
     def needs_swap(steps: dict[str, list[str]]) -> bool:
         return bool(steps["link"] or steps["download"] or _extra_files(version_dir, files) or _read_raw(manifest_path) != manifest_bytes)
 
-    steps = plan()
+    steps = plan()[0]
     complete = not needs_swap(steps)
-    config_changed = current_config() != config_bytes
+    config_changed = _read_raw(config_path) != config_bytes
     result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"], config_changed=config_changed)
     result["changed"] = not complete or config_changed
     if not result["changed"] or check_mode:
         return result
 
     with model_lock(model_dir):
-        steps = plan()  # again under the lock: another sync may have finished meanwhile
+        steps, elsewhere = plan()  # again under the lock: another sync may have finished meanwhile
         result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"])
         if needs_swap(steps):
-            _stage_and_swap(s3, bucket, prefix, model, number, model_dir, files, steps, manifest_bytes)
-        if current_config() != config_bytes:
+            _stage_and_swap(s3, bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes)
+        if _read_raw(config_path) != config_bytes:
             _write_atomic(config_path, config_bytes)
         _fsync_dir(model_dir)
     return result
@@ -266,12 +259,12 @@ def _stage_and_swap(
     model_dir: str,
     files: dict[str, tuple[int, str]],
     steps: dict[str, list[str]],
+    elsewhere: dict[tuple[str, str], str],
     manifest_bytes: bytes,
 ) -> None:
     version_dir = os.path.join(model_dir, str(number))
     staging = tempfile.mkdtemp(dir=model_dir, prefix=f"{STAGING_PREFIX}{number}-")
     try:
-        elsewhere = _elsewhere(model_dir, model, number)
         for path in steps["keep"] + steps["link"]:
             source = os.path.join(version_dir, path) if path in steps["keep"] else elsewhere[(path, files[path][1])]
             dest = os.path.join(staging, path)

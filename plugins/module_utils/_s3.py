@@ -76,11 +76,11 @@ def download(s3: Any, bucket: str, key: str, dest: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def put_bytes(s3: Any, bucket: str, key: str, data: bytes, sha256: str, content_type: str = "application/octet-stream") -> None:
+def put_object(s3: Any, bucket: str, key: str, body: Any, sha256: str, **extra: Any) -> None:
     """Uploads an object, recording its SHA-256 in the object metadata so a republish can skip unchanged files."""
-    s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=data, ContentType=content_type, Metadata={"sha256": sha256})
+    s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, Metadata={"sha256": sha256}, **extra)
 
 
 def upload_file(s3: Any, bucket: str, key: str, path: str, sha256: str) -> None:
     with open(path, "rb") as body:
-        s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, Metadata={"sha256": sha256})
+        put_object(s3, bucket, key, body, sha256)

@@ -84,7 +84,7 @@ def ensure(ecs: Any, desired: dict[str, Any], check_mode: bool = False) -> dict[
         "changed": changed,
         "task_definition_arn": arn,
         "revision": revision,
-        "task_definition": canonicalise(desired),
+        "task_definition": changes["after"],
         "diff": {"before": changes["before"], "after": changes["after"]},
         "changed_fields": changes["paths"],
         "actions": actions,

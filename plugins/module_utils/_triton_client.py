@@ -17,7 +17,6 @@ from ansible.module_utils.urls import open_url
 
 READY = "READY"
 _METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 class TritonError(Exception):
@@ -126,9 +125,13 @@ def unready_models(index: list[dict], expected: list[str]) -> list[str]:
         if not entries:
             problems.append(f"model {model} is not in the repository index")
         elif not ready_versions(index, model):
-            detail = "; ".join(
-                f"version {v or '?'} {e.get('state', 'UNKNOWN')}" + (f": {e['reason']}" if e.get("reason") else "")
-                for v, e in sorted(entries.items())
-            )
-            problems.append(f"model {model} is not READY ({detail})")
+            problems.append(f"model {model} is not READY ({describe_versions(entries)})")
     return problems
+
+
+def describe_versions(entries: dict[str, dict]) -> str:
+    """Index entries by version → "version 1 UNAVAILABLE: reason; version 2 READY" (Triton's states and reasons)."""
+    return "; ".join(
+        f"version {v or '?'} {e.get('state', 'UNKNOWN')}" + (f": {e['reason']}" if e.get("reason") else "")
+        for v, e in sorted(entries.items())
+    )

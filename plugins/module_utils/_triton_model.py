@@ -17,6 +17,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client
     READY,
     TritonClient,
     TritonError,
+    describe_versions,
     model_versions,
     ready_versions,
 )
@@ -38,20 +39,14 @@ def known_versions(index: list[dict], model: str) -> list[int]:
 
 
 def in_repository(index: list[dict], model: str) -> bool:
-    return any(entry.get("name") == model for entry in index)
+    return bool(model_versions(index, model))
 
 
 def version_reason(index: list[dict], model: str, version: int | None) -> str:
     """Triton's state and reason for a version (or for every version), for error messages."""
     entries = model_versions(index, model)
     picked = {str(version): entries[str(version)]} if version is not None and str(version) in entries else entries
-    return (
-        "; ".join(
-            f"version {v or '?'} {e.get('state', 'UNKNOWN')}" + (f": {e['reason']}" if e.get("reason") else "")
-            for v, e in sorted(picked.items())
-        )
-        or "no state"
-    )
+    return describe_versions(picked) or "no state"
 
 
 def pinned_config(base: dict[str, Any], versions: list[int]) -> dict[str, Any]:

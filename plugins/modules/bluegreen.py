@@ -268,7 +268,7 @@ wall_s:
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import TARGET_GROUPS_OPTION, PlanError, validate_params  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import PHASES, TARGET_GROUPS_OPTION, PlanError, validate_params  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Runner  # noqa: E402
 
 
@@ -318,7 +318,7 @@ def main() -> None:
             default={},
             options=dict(standby_up_s=dict(seconds, default=900), poll_interval_s=dict(seconds, default=5)),
         ),
-        stop_after=dict(type="str", choices=["discover", "capacity", "standby_up", "gates", "traffic", "drain", "finish"]),
+        stop_after=dict(type="str", choices=list(PHASES)),
     )
     module = AnsibleAWSModule(
         argument_spec=argument_spec,

@@ -163,12 +163,11 @@ def main() -> None:
     p = module.params
     model_dir = f"{p['host_path']}/{p['model']}"
     try:
+        before = local_versions(model_dir)
         if p["state"] == "pruned":
-            before = local_versions(model_dir)
             result = prune_versions(p["host_path"], p["model"], p["keep_versions"], p["protect_versions"], check_mode=module.check_mode)
             after = result["kept"]
         else:
-            before = local_versions(model_dir)
             s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
             result = sync_version(
                 s3,

@@ -43,6 +43,11 @@ class PlaybookRun:
     def changed_tasks(self) -> list[str]:
         return [t["name"] for t in self.tasks if any(h.get("changed") for h in t["hosts"].values())]
 
+    @property
+    def failed_tasks(self) -> list[str]:
+        """Tasks that failed on some host, failures the play ignored left out."""
+        return [t["name"] for t in self.tasks if any(h.get("failed") and not h.get("ignore_errors") for h in t["hosts"].values())]
+
 
 def playbook_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
     ensure_collection_link()

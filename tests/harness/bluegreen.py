@@ -15,20 +15,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from .ansible import REPO_ROOT
 from .moto import ACCOUNT_ID, MotoServer
 
 APP = "triton"
 CLUSTER = "inference"
 ALARM = "triton-target-5xx"
 # One bluegreen task fed the module's arguments as `bg_args`: what the tests and bench/cutover.py run.
-CUTOVER_PLAYBOOK = """---
-- name: Blue/green cutover
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Cutover
-      inferops.triton_ecs.bluegreen: "{{ bg_args }}"
-"""
+CUTOVER_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "bluegreen_cutover.yml"
 
 
 @dataclass
@@ -85,12 +79,6 @@ class BlueGreenApp:
         octet = 1 if color == "blue" else 2
         targets = [{"Id": f"10.0.{octet}.{10 + i}", "Port": 8000} for i in range(count)]
         self.elbv2().register_targets(TargetGroupArn=self.target_groups[color], Targets=targets)
-
-    def deregister_all(self, color: str) -> None:
-        elbv2 = self.elbv2()
-        health = elbv2.describe_target_health(TargetGroupArn=self.target_groups[color])["TargetHealthDescriptions"]
-        if health:
-            elbv2.deregister_targets(TargetGroupArn=self.target_groups[color], Targets=[h["Target"] for h in health])
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a cutover can write: weights, each service's task definition and desired count, the test listener."""
@@ -183,54 +171,20 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
     return app
 
 
-class _Endpoint:
-    """A MotoServer stand-in for a server started by another process (the molecule scenario's create step)."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-
-    def client(self, service: str) -> Any:
-        return MotoServer.client(self, service)  # type: ignore[arg-type]
-
-
 def main(argv: list[str] | None = None) -> int:
-    """`up` starts a detached moto server, `app` creates the application in it, `down` stops the server.
-
-    State (endpoint, pid, ARNs) lives in one JSON file, so molecule's create/prepare/converge/verify/destroy share it.
-    """
+    """`app` creates the application in the moto server recorded in the state file (`python -m tests.harness.moto up`)
+    and adds its ARNs to that file, for the molecule scenario's converge and verify."""
     import argparse
     import json
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    import urllib.request
     from pathlib import Path
 
-    from .ports import free_port, wait_until
-
     parser = argparse.ArgumentParser(prog="python -m tests.harness.bluegreen")
-    parser.add_argument("command", choices=["up", "app", "down"])
+    parser.add_argument("command", choices=["app"])
     parser.add_argument("--state-file", required=True, type=Path)
     args = parser.parse_args(argv)
-    state = json.loads(args.state_file.read_text()) if args.state_file.exists() else {}
-    if args.command == "up":
-        if state.get("pid"):
-            return 0
-        port = free_port()
-        log = (args.state_file.parent / "moto.log").open("w")
-        moto = Path(sys.executable).with_name("moto_server")
-        proc = subprocess.Popen(
-            [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        endpoint = f"http://127.0.0.1:{port}"
-        wait_until(lambda: urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).status == 200, 30, "moto server")
-        state = {"pid": proc.pid, "port": port, "endpoint": endpoint}
-    elif args.command == "app":
-        if state.get("target_groups"):
-            return 0
-        app = create_app(_Endpoint(state["endpoint"]))  # type: ignore[arg-type]
+    state = json.loads(args.state_file.read_text())
+    if not state.get("target_groups"):
+        app = create_app(MotoServer.attached(state["endpoint"]))
         app.register_targets("green", 2)  # stands in for ECS registering the green tasks once they run
         state.update(
             target_groups=app.target_groups,
@@ -238,16 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             test_listener_arn=app.test_listener_arn,
             task_definitions=app.task_definitions,
         )
-    else:
-        if state.get("pid"):
-            try:
-                os.kill(state["pid"], signal.SIGTERM)
-                time.sleep(0.5)
-            except ProcessLookupError:
-                pass
-        args.state_file.unlink(missing_ok=True)
-        return 0
-    args.state_file.write_text(json.dumps(state, indent=1))
+        args.state_file.write_text(json.dumps(state, indent=1))
     return 0
 
 

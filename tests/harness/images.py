@@ -85,6 +85,11 @@ def triton_cpu_base() -> str:
 LOCAL_REHEARSAL_BASE = "inferops-local/tritonserver-cpu:2.51"
 
 
-if __name__ == "__main__":
+def local_rehearsal_base() -> str:
+    """The CPU base under the tag inventories/local builds the Triton image on."""
     subprocess.run(["docker", "tag", triton_cpu_base(), LOCAL_REHEARSAL_BASE], check=True)
-    print(LOCAL_REHEARSAL_BASE)
+    return LOCAL_REHEARSAL_BASE
+
+
+if __name__ == "__main__":  # make deploy-local
+    print(local_rehearsal_base())

@@ -51,13 +51,6 @@ def packer_manifest(directory: Path) -> Path:
     return path
 
 
-class _Endpoint(MotoServer):
-    """A MotoServer handle on a server started elsewhere (molecule's create step)."""
-
-    def __init__(self, endpoint: str) -> None:  # a handle only: no server process of its own
-        self.endpoint = endpoint
-
-
 def main(argv: list[str] | None = None) -> int:
     """`prepare` writes the network, task definitions and manifest into the state file's moto server."""
     import argparse
@@ -68,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     state = json.loads(args.state_file.read_text())
     if not state.get("vpc"):
-        state.update(network(_Endpoint(state["endpoint"])))
+        state.update(network(MotoServer.attached(state["endpoint"])))
         state["packer_manifest"] = str(packer_manifest(args.state_file.parent))
         args.state_file.write_text(json.dumps(state, indent=1))
     return 0

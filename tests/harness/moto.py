@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -18,16 +19,24 @@ _REQUEST_LINE = re.compile(r'"(GET|POST|PUT|DELETE|HEAD|PATCH) [^"]*" \d{3}')
 
 
 class MotoServer:
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"moto-{self.port}.log"
         self._proc: subprocess.Popen | None = None
 
-    def start(self) -> MotoServer:
+    @classmethod
+    def attached(cls, endpoint: str) -> MotoServer:
+        """A handle on a server another process started (a molecule scenario's create step): clients only."""
+        return cls(Path("."), port=int(endpoint.rsplit(":", 1)[1]))
+
+    def start(self, detach: bool = False) -> MotoServer:
+        """Start the server; `detach` puts it in a session of its own, so it outlives the process that started it."""
         moto = Path(sys.executable).with_name("moto_server")
         log = self.log_path.open("w")
-        self._proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
+        self._proc = subprocess.Popen(
+            [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=detach
+        )
         wait_until(self._is_up, 30, "moto server")
         return self
 
@@ -40,10 +49,6 @@ class MotoServer:
             self._proc.terminate()
             self._proc.wait(10)
             self._proc = None
-
-    def reset(self) -> None:
-        req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        urllib.request.urlopen(req, timeout=5).close()
 
     def request_count(self) -> int:
         """AWS API requests served so far (moto's access log, one line each; moto-api calls excluded)."""
@@ -73,6 +78,50 @@ class MotoServer:
         )
 
 
+def moto_compatible(definition: dict) -> dict:
+    """moto wants `memory` on every container of an EC2 task without task memory; AWS accepts memoryReservation alone."""
+    definition = copy.deepcopy(definition)
+    if "EC2" in definition.get("requiresCompatibilities", []) and not definition.get("memory"):
+        for container in definition["containerDefinitions"]:
+            container.setdefault("memory", container.get("memoryReservation", 512))
+    return definition
+
+
 def clean_aws_env() -> dict[str, str]:
     """The caller's environment without AWS settings that could point a test at a real account."""
     return {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`up` starts a detached moto server and records it in the state file; `down` stops it and removes the file.
+
+    Molecule's create/prepare/converge/verify/destroy steps share the server through that file (endpoint, port, pid,
+    plus whatever prepare adds)."""
+    import argparse
+    import json
+    import signal
+    import time
+
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.moto")
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--state-file", required=True, type=Path)
+    args = parser.parse_args(argv)
+    state = json.loads(args.state_file.read_text()) if args.state_file.exists() else {}
+    if args.command == "up":
+        if not state.get("pid"):
+            server = MotoServer(args.state_file.parent).start(detach=True)
+            pid = server._proc.pid  # type: ignore[union-attr]
+            args.state_file.write_text(json.dumps({"pid": pid, "port": server.port, "endpoint": server.endpoint}, indent=1))
+        return 0
+    if state.get("pid"):
+        try:
+            os.kill(state["pid"], signal.SIGTERM)
+            time.sleep(0.5)
+        except ProcessLookupError:
+            pass
+    args.state_file.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -151,8 +150,3 @@ class TritonServer:
             code = self._proc.wait(10)
         self._proc = None
         return code
-
-
-if __name__ == "__main__":  # python -m tests.harness.triton: prepare the server tree (used by CI warm-up)
-    print(triton_home())
-    sys.exit(0)

@@ -7,6 +7,7 @@ Containers are named with the `tti-` prefix; each is removed by `TritonContainer
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import threading
 import time
@@ -204,10 +205,6 @@ class DrainRun:
         return [r for r in self.requests if r.ended > 0]
 
     @property
-    def failed_before_stop(self) -> list[Request]:
-        return [r for r in self.accepted_before_stop() if r.error]
-
-    @property
     def failed_during_stop(self) -> list[Request]:
         """Failures among every request sent before the clients quit (before the stop and during the lag)."""
         return [r for r in self.requests if r.error]
@@ -279,9 +276,12 @@ def stop_under_load(
     return run
 
 
-def metrics_text(container: TritonContainer) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{container.metrics_port}/metrics", timeout=5) as resp:
-        return resp.read().decode()
+def world_readable(path: Path) -> Path:
+    """The container runs as uid 1000: the mounted model repository must be readable by it."""
+    for item in [path, *path.rglob("*")]:
+        mode = item.stat().st_mode
+        item.chmod(mode | stat.S_IROTH | (stat.S_IXOTH if item.is_dir() else 0))
+    return path
 
 
 def infer(container: TritonContainer, model: str, values: list[float]) -> list[float]:

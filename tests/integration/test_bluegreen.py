@@ -46,10 +46,8 @@ def routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Trito
 
 
 @pytest.fixture
-def playbook(tmp_path: Path) -> Path:
-    path = tmp_path / "bluegreen.yml"
-    path.write_text(CUTOVER_PLAYBOOK)
-    return path
+def playbook() -> Path:
+    return CUTOVER_PLAYBOOK
 
 
 @pytest.fixture

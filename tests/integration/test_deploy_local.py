@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from tests.harness.ansible import REPO_ROOT, run_playbook
-from tests.harness.images import triton_cpu_base
+from tests.harness.images import local_rehearsal_base
 from tests.harness.triton import write_model
 
 STANDBY_CONTAINER = "inferops-test-deploy-standby"
@@ -21,8 +21,7 @@ STANDBY_CONTAINER = "inferops-test-deploy-standby"
 @pytest.fixture(scope="module")
 def local_deploy(tmp_path_factory):
     """Runs deploy.yml twice on one fresh moto server; later tests in this module go on from that state."""
-    triton_cpu_base()
-    subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "python"), "-m", "tests.harness.images"], cwd=REPO_ROOT, check=True)
+    local_rehearsal_base()
     from tests.harness.moto import MotoServer
 
     moto = MotoServer(tmp_path_factory.mktemp("deploy")).start()

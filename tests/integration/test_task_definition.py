@@ -6,7 +6,6 @@ read the results back and count the revisions in moto, so a passing playbook can
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import yaml
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import canonicalise, from_describe
 from tests.harness.ansible import run_playbook
+from tests.harness.moto import moto_compatible
 
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 CORPUS = sorted((Path(__file__).parents[1] / "unit" / "corpus").glob("*.yml"))
@@ -27,10 +27,6 @@ def revisions(moto_server, family: str, status: str = "ACTIVE") -> list[str]:
 def play(moto_server, name: str, **extra_vars):
     run = run_playbook(PLAYBOOKS / f"task_definition_{name}.yml", {"aws_endpoint_url": moto_server.endpoint, **extra_vars})
     return run
-
-
-def failed_tasks(run) -> list[str]:
-    return [t["name"] for t in run.tasks if any(h.get("failed") and not h.get("ignore_errors") for h in t["hosts"].values())]
 
 
 def test_lifecycle_four_steps_change_and_absent(moto_server):
@@ -120,16 +116,6 @@ def test_resolve_image_digest_through_ecr(moto_server):
     run = play(moto_server, "resolve_digest", td_family="triton-ecr", td_ecr_repository=repo, td_tag="24.08-py3", td_digest=digest)
     assert run.rc == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert len(revisions(moto_server, "triton-ecr")) == 1
-
-
-def moto_compatible(definition: dict) -> dict:
-    """moto wants `memory` on every container of an EC2 task without task memory; AWS accepts memoryReservation alone."""
-    definition = copy.deepcopy(definition)
-    if "EC2" in definition.get("requiresCompatibilities", []) and not definition.get("memory"):
-        for container in definition["containerDefinitions"]:
-            if "memory" not in container:
-                container["memory"] = container.get("memoryReservation", 512)
-    return definition
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])

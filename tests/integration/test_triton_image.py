@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import stat
 import subprocess
 import threading
 import time
@@ -30,6 +29,7 @@ from tests.harness.triton_image import (
     role_vars,
     stop_under_load,
     task_result,
+    world_readable,
 )
 
 SMOKE = {
@@ -38,14 +38,6 @@ SMOKE = {
     "triton_image_smoke_request": {"inputs": [{"name": "INPUT0", "shape": [2], "datatype": "FP32", "data": [1.0, 2.0]}]},
     "triton_image_smoke_expected": {"OUTPUT0": [2.0, 3.0]},
 }
-
-
-def world_readable(path: Path) -> Path:
-    """The container runs as uid 1000: the mounted model repository must be readable by it."""
-    for item in [path, *path.rglob("*")]:
-        mode = item.stat().st_mode
-        item.chmod(mode | stat.S_IROTH | (stat.S_IXOTH if item.is_dir() else 0))
-    return path
 
 
 @pytest.fixture(scope="module")

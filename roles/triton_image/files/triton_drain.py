@@ -108,8 +108,8 @@ class QuietTracker:
 
     def is_quiet(self, now: float, quiet_s: float) -> bool:
         with self._lock:
-            last = self._last
-        return last is not None and last.pending == 0 and self.quiet_for(now) >= quiet_s
+            last, changed_at = self._last, self._last_change_at
+        return last is not None and changed_at is not None and last.pending == 0 and now - changed_at >= quiet_s
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-HTTP_TIMEOUT_S = 2.0
+import triton_drain
+from triton_drain import HTTP_TIMEOUT_S
 
 
 class Unhealthy(Exception):
@@ -140,7 +141,7 @@ def check(
 def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=env.get("TRITON_HEALTH_URL") or f"http://127.0.0.1:{env.get('TRITON_HTTP_PORT', '8000')}")
+    parser.add_argument("--url", default=triton_drain.http_url(env))
     parser.add_argument("--models", default=env.get("TRITON_HEALTH_MODELS") or env.get("TRITON_LOAD_MODELS", ""))
     parser.add_argument("--smoke-model", default=env.get("TRITON_SMOKE_MODEL", ""))
     parser.add_argument("--smoke-request", default=env.get("TRITON_SMOKE_REQUEST", ""))
