@@ -42,6 +42,14 @@ options:
       - Resolve a tagged ECR image reference to its digest through ECR C(DescribeImages), and register the digest.
     type: bool
     default: false
+  allowed_image_tags:
+    description:
+      - Tags accepted without a digest, in O(image), O(container_overrides) and O(extra_containers) alike, for
+        images whose tag never moves (for example the local rehearsal's sidecar). C(latest) is never accepted.
+      - Every other image of the task must be a digest reference C(repository@sha256:<digest>).
+    type: list
+    elements: str
+    default: []
   gpu_count:
     description: GPUs per task (a C(GPU) resource requirement). V(0) renders a CPU-only task.
     type: int
@@ -168,6 +176,8 @@ options:
   environment:
     description:
       - Plain environment variables of the Triton container. They win over the rendered C(TRITON_*) variables.
+      - A name that says secret (C(PASSWORD), C(TOKEN), C(SECRET), C(KEY), ...) draws a warning, here and in every
+        container, because its value would be stored in clear; use O(secrets).
     type: dict
     default: {}
   secrets:
@@ -200,11 +210,19 @@ options:
     type: dict
     default: {}
   container_overrides:
-    description: Deep-merged into the rendered Triton container definition, for anything this module does not model.
+    description:
+      - Deep-merged into the rendered Triton container definition, for anything this module does not model.
+      - Lists of keyed entries (C(environment), C(secrets), C(portMappings), C(mountPoints), C(ulimits),
+        C(resourceRequirements)) merge entry by entry, so an override never drops the rendered C(TRITON_*)
+        settings. C(command) is refused when the C(triton) options render flags; use O(triton.extra_args).
+      - The merged container obeys the same rules as the options (image digest or O(allowed_image_tags), secrets
+        as C(valueFrom) ARNs only, the stop budget).
     type: dict
     default: {}
   extra_containers:
-    description: Further container definitions (sidecars), as ECS takes them.
+    description:
+      - Further container definitions (sidecars), as ECS takes them, under the same rules as the Triton container
+        (image digest or O(allowed_image_tags), secrets as C(valueFrom) ARNs only, names and numbers AWS accepts).
     type: list
     elements: dict
     default: []
@@ -319,6 +337,7 @@ def main() -> None:
         state=dict(type="str", choices=["present", "absent"], default="present"),
         image=dict(type="str"),
         resolve_image_digest=dict(type="bool", default=False),
+        allowed_image_tags=dict(type="list", elements="str", default=[]),
         gpu_count=dict(type="int", default=1),
         cpu=dict(type="int"),
         memory=dict(type="int"),
@@ -379,9 +398,11 @@ def main() -> None:
         required_if=[("state", "present", ["image"])],
     )
     try:
-        validate(module.params)
+        warnings = validate(module.params)
     except TaskDefinitionError as e:
         module.fail_json(msg=str(e), errors=e.errors)
+    for warning in warnings:
+        module.warn(warning)
 
     retry = AWSRetry.jittered_backoff()
     ecs = module.client("ecs", retry_decorator=retry)

@@ -57,6 +57,7 @@ def test_triton_is_configured_through_the_entrypoint_environment():
         "TRITON_METRICS_PORT": "8002",
         "TRITON_REQUIRE_GPU": "true",
         "TRITON_GPU_COUNT": "2",
+        "TRITON_STOP_TIMEOUT_S": "90",
     }
     # The entrypoint appends the container command to the flags it derives.
     assert c["command"] == ["--cuda-memory-pool-byte-size=0:1024", "--cuda-memory-pool-byte-size=1:1024", "--log-verbose=1"]
