@@ -46,3 +46,25 @@ def put_dashboard(cloudwatch: Any, name: str, body: str) -> list[str]:
 
 def delete_dashboard(cloudwatch: Any, name: str) -> None:
     cloudwatch.delete_dashboards(aws_retry=True, DashboardNames=[name])
+
+
+def describe_alarms_with_prefix(cloudwatch: Any, prefix: str) -> list[dict[str, Any]]:
+    """The metric alarms whose names start with `prefix`."""
+    alarms: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"AlarmNamePrefix": prefix, "AlarmTypes": ["MetricAlarm"]}
+    while True:
+        page = cloudwatch.describe_alarms(aws_retry=True, **kwargs)
+        alarms += page.get("MetricAlarms", [])
+        if not page.get("NextToken"):
+            return alarms
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def put_metric_alarm(cloudwatch: Any, alarm: dict[str, Any]) -> None:
+    """Creates or replaces a metric alarm (put_metric_alarm arguments)."""
+    cloudwatch.put_metric_alarm(aws_retry=True, **alarm)
+
+
+def delete_alarms(cloudwatch: Any, names: list[str]) -> None:
+    for start in range(0, len(names), 100):  # the API takes at most 100 names a call
+        cloudwatch.delete_alarms(aws_retry=True, AlarmNames=names[start : start + 100])
