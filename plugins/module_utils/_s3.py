@@ -9,6 +9,7 @@ botocore exceptions for the module to report through `fail_json_aws`.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from typing import Any
@@ -53,12 +54,21 @@ def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
 
 
 def head(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    """An object's metadata with the SHA-256 S3 computed over what it received (ChecksumSHA256), or None when absent."""
     try:
-        return s3.head_object(aws_retry=True, Bucket=bucket, Key=key)
+        return s3.head_object(aws_retry=True, Bucket=bucket, Key=key, ChecksumMode="ENABLED")
     except ClientError as err:
         if _missing(err):
             return None
         raise
+
+
+def stored_sha256(head_response: dict[str, Any] | None) -> str | None:
+    """The hex SHA-256 of a whole object from its ChecksumSHA256 (None for a multipart composite or no checksum)."""
+    checksum = (head_response or {}).get("ChecksumSHA256")
+    if not checksum or "-" in checksum:
+        return None
+    return base64.b64decode(checksum).hex()
 
 
 def download(s3: Any, bucket: str, key: str, dest: str) -> tuple[int, str]:
@@ -76,11 +86,11 @@ def download(s3: Any, bucket: str, key: str, dest: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def put_object(s3: Any, bucket: str, key: str, body: Any, sha256: str, **extra: Any) -> None:
-    """Uploads an object, recording its SHA-256 in the object metadata so a republish can skip unchanged files."""
-    s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, Metadata={"sha256": sha256}, **extra)
+def put_object(s3: Any, bucket: str, key: str, body: Any, **extra: Any) -> None:
+    """Uploads an object with a SHA-256 checksum: botocore computes it over the bytes it sends, S3 checks and keeps it."""
+    s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256", **extra)
 
 
-def upload_file(s3: Any, bucket: str, key: str, path: str, sha256: str) -> None:
+def upload_file(s3: Any, bucket: str, key: str, path: str) -> None:
     with open(path, "rb") as body:
-        put_object(s3, bucket, key, body, sha256)
+        put_object(s3, bucket, key, body)

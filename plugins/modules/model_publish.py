@@ -13,7 +13,15 @@ description:
   - Uploads the files of a local version directory to C(s3://<bucket>/<prefix>/<model>/<version>/), skipping files
     S3 already holds with the same size and SHA-256, then writes the manifest C(<prefix>/<model>/<version>.manifest.json)
     listing every file with its size and SHA-256 and carrying the model's C(config.pbtxt).
-  - The manifest is written last, so readers ignore a version whose upload did not finish.
+  - Every upload carries a SHA-256 checksum that S3 checks on receipt and keeps; the module reads it back and compares it
+    with the manifest before the manifest is written. A file that changed while publishing fails the task, and no
+    manifest is written.
+  - The manifest is written last, so readers ignore a version whose upload did not finish. Running the task again
+    resumes an interrupted publish. It uploads only the files S3 does not already hold verified.
+  - The source tree is read strictly. A symlink is followed only when it resolves inside O(source), and its content is
+    published under the link's path. A symlink leading outside, a dangling symlink, a special file (FIFO, socket,
+    device), a hidden entry and an empty directory each fail the task, before any write, with their paths named.
+    C(__pycache__) directories are left out and listed in RV(ignored).
   - Versions are immutable. Publishing other content under a version that has a manifest fails before any write;
     publishing the same content again changes nothing.
 author:
@@ -36,7 +44,9 @@ options:
     type: int
     required: true
   source:
-    description: Local version directory holding the model files (for example C(model.py), C(model.plan)).
+    description:
+      - Local version directory holding the model files (for example C(model.py), C(model.plan)).
+      - Regular files only; symlinks only inside this directory.
     type: path
     required: true
   config:
@@ -78,15 +88,24 @@ manifest:
   returned: always
   type: dict
 uploaded:
-  description: Files uploaded (in check mode, to upload).
+  description: Files uploaded and verified (in check mode, to upload).
   returned: always
   type: list
   elements: str
-skipped:
-  description: Files S3 already held with the same content.
+already_in_s3:
+  description: Files S3 already held with the same size and SHA-256 (from an earlier, maybe interrupted, publish).
   returned: always
   type: list
   elements: str
+ignored:
+  description: Entries of the source tree left out on purpose (C(__pycache__) directories).
+  returned: always
+  type: list
+  elements: str
+manifest_written:
+  description: Whether the manifest was written by this run. Nothing is written when the version is already published with the same content.
+  returned: always
+  type: bool
 """
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import os
 
@@ -34,16 +36,19 @@ class FakeS3:
             raise self._missing("GetObject")
         return {"Body": io.BytesIO(self.objects[Key][0])}
 
-    def head_object(self, aws_retry, Bucket, Key):
+    def head_object(self, aws_retry, Bucket, Key, ChecksumMode=None):
         self.calls.append(("head", Key))
         if Key not in self.objects:
             raise self._missing("HeadObject")
-        data, meta = self.objects[Key]
-        return {"ContentLength": len(data), "Metadata": meta}
+        data, checksum = self.objects[Key]
+        return {"ContentLength": len(data), **({"ChecksumSHA256": checksum} if ChecksumMode == "ENABLED" and checksum else {})}
 
-    def put_object(self, aws_retry, Bucket, Key, Body, Metadata, **_kw):
+    def put_object(self, aws_retry, Bucket, Key, Body, ChecksumAlgorithm=None, **_kw):
+        """Like S3: with ChecksumAlgorithm=SHA256 the SHA-256 of the bytes received is kept."""
         self.calls.append(("put", Key))
-        self.objects[Key] = (Body if isinstance(Body, bytes) else Body.read(), Metadata)
+        data = Body if isinstance(Body, bytes) else Body.read()
+        checksum = base64.b64encode(hashlib.sha256(data).digest()).decode() if ChecksumAlgorithm == "SHA256" else None
+        self.objects[Key] = (data, checksum)
 
 
 def write_version(root, version, weights):
