@@ -24,7 +24,9 @@ MANIFEST_FORMAT = 1
 MANIFEST_SUFFIX = ".manifest.json"
 CONFIG_FILE = "config.pbtxt"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# A version as Triton names its directory: a canonical positive integer within int64 ("007", "٣" or 1e30 are not).
+_VERSION = re.compile(r"[1-9][0-9]{0,17}")
 
 
 class ManifestError(ValueError):
@@ -35,7 +37,7 @@ class ManifestError(ValueError):
 
 
 def check_model_name(model: str) -> str:
-    if not _MODEL_NAME.match(model or "") or model in (".", ".."):
+    if not isinstance(model, str) or not _MODEL_NAME.fullmatch(model) or model in (".", ".."):
         raise ManifestError(
             f"model={model!r} is not a usable model directory name: use letters, digits, '_', '-' and '.', not starting with '.' or '-'"
         )
@@ -48,7 +50,7 @@ def check_version(version: Any) -> int:
         number = int(str(version))
     except ValueError:
         number = 0
-    if number < 1 or str(number) != str(version).strip():
+    if number < 1 or str(number) != str(version).strip() or not _VERSION.fullmatch(str(number)):
         raise ManifestError(f"version={version!r} is not a positive integer; Triton versions are directories named 1, 2, 3, ...")
     return number
 
@@ -75,15 +77,25 @@ def file_key(prefix: str, model: str, version: int, path: str) -> str:
 
 
 def versions_from_keys(keys: list[str], prefix: str, model: str) -> list[int]:
-    """The published (manifest-bearing) versions among object keys directly under the model prefix, ascending."""
+    """The published (manifest-bearing) versions among object keys directly under the model prefix, ascending.
+
+    Any other key (a non-canonical number, a backup, a folder marker) is ignored; unexpected_keys names them.
+    """
     base = model_prefix(prefix, model)
     found = set()
     for key in keys:
         if key.startswith(base) and key.endswith(MANIFEST_SUFFIX):
             name = key[len(base) : -len(MANIFEST_SUFFIX)]
-            if name.isdigit() and int(name) > 0:
+            if _VERSION.fullmatch(name):
                 found.add(int(name))
     return sorted(found)
+
+
+def unexpected_keys(keys: list[str], prefix: str, model: str) -> list[str]:
+    """Keys directly under the model prefix that are not the manifest of a version."""
+    base = model_prefix(prefix, model)
+    wanted = {manifest_key(prefix, model, v) for v in versions_from_keys(keys, prefix, model)}
+    return sorted(k for k in keys if k.startswith(base) and k not in wanted)
 
 
 def pick_version(available: list[int], wanted: str | int) -> int:
@@ -154,7 +166,7 @@ def parse_manifest(raw: bytes, model: str, version: int) -> dict[str, Any]:
         raise ManifestError(
             f"{where} has format={manifest.get('format') if isinstance(manifest, dict) else None!r}, expected {MANIFEST_FORMAT}"
         )
-    if manifest.get("model") != model or manifest.get("version") != version:
+    if manifest.get("model") != model or manifest.get("version") != version or isinstance(manifest.get("version"), bool):
         raise ManifestError(
             f"{where} names model={manifest.get('model')!r} version={manifest.get('version')!r}; it was copied to the wrong key"
         )
@@ -168,7 +180,7 @@ def parse_manifest(raw: bytes, model: str, version: int) -> dict[str, Any]:
     files = manifest.get("files")
     if not isinstance(files, list) or not files:
         raise ManifestError(f"{where}: files must be a non-empty list")
-    seen = set()
+    seen: set[str] = set()
     for entry in files:
         if not isinstance(entry, dict):
             raise ManifestError(f"{where}: files entries must be objects with path, size and sha256")
@@ -178,8 +190,11 @@ def parse_manifest(raw: bytes, model: str, version: int) -> dict[str, Any]:
         seen.add(path)
         if not isinstance(entry.get("size"), int) or entry["size"] < 0:
             raise ManifestError(f"{where}: file {path} has size={entry.get('size')!r}; expected a byte count")
-        if not isinstance(entry.get("sha256"), str) or not _SHA256.match(entry["sha256"]):
+        if not isinstance(entry.get("sha256"), str) or not _SHA256.fullmatch(entry["sha256"]):
             raise ManifestError(f"{where}: file {path} has sha256={entry.get('sha256')!r}; expected 64 lowercase hex digits")
+    directories = {"/".join(path.split("/")[:i]) for path in seen for i in range(1, path.count("/") + 1)}
+    if seen & directories:
+        raise ManifestError(f"{where}: {sorted(seen & directories)[0]} is listed as a file and as a directory; republish the version")
     return manifest
 
 

@@ -7,18 +7,29 @@ Next to each version directory the sync keeps the verified manifest, ``<model>/<
 (Triton reads only sub-directories of a model directory, so files there are invisible to it).
 
 What is atomic: a version directory appears under its final name by one rename(2) of a fully downloaded
-and verified staging directory in the same model directory (same filesystem). A staging directory is named
-``.staging-*``; Triton ignores version directories that are not integers, so a partial download is never
-visible as a version. Removal is the reverse: rename to ``.trash-*``, then delete.
+and verified staging directory in the same model directory (same filesystem), after the model's config.pbtxt
+and the version's manifest are in place. A staging directory is named ``.staging-*``; Triton ignores version
+directories that are not integers, so a partial download is never visible as a version. A repair swaps the new
+copy with the old one in one renameat2(RENAME_EXCHANGE), so a serving version never lacks its directory; the old
+copy then goes to ``.trash-*`` and is deleted. Removal is the same: rename to ``.trash-*``, then delete. Staging and
+trash left by a killed run (directories or files) are removed by the next run.
+
+What counts as a local version: a real directory (not a symlink) named by a canonical positive integer. A complete
+one also has its verified manifest next to it, and files of the listed sizes. Prune counts only complete versions;
+anything else in the model directory is left alone and reported.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import hashlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +50,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifes
     plan_files,
     prune_plan,
     render_manifest,
+    unexpected_keys,
     verify_file,
     versions_from_keys,
 )
@@ -47,6 +59,8 @@ LOCK_FILE = ".sync.lock"
 STAGING_PREFIX = ".staging-"
 TRASH_PREFIX = ".trash-"
 DOWNLOAD_THREADS = 8
+_VERSION_NAME = re.compile(r"[1-9][0-9]{0,17}")  # canonical, and within Triton's int64 version numbers
+_RENAME_EXCHANGE = 2  # linux/fs.h
 
 
 def sha256_file(path: str) -> tuple[int, str]:
@@ -59,11 +73,46 @@ def sha256_file(path: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
+def _is_real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def local_versions(model_dir: str) -> list[int]:
-    """Version directories in place (integer names), ascending."""
-    if not os.path.isdir(model_dir):
+    """Version directories in place (canonical integer names, real directories, never symlinks), ascending."""
+    if not _is_real_dir(model_dir):
         return []
-    return sorted(int(n) for n in os.listdir(model_dir) if n.isdigit() and int(n) > 0 and os.path.isdir(os.path.join(model_dir, n)))
+    return sorted(int(n) for n in os.listdir(model_dir) if _VERSION_NAME.fullmatch(n) and _is_real_dir(os.path.join(model_dir, n)))
+
+
+def complete_versions(model_dir: str, model: str) -> list[int]:
+    """Local versions with their verified manifest next to them and every listed file at its listed size."""
+    complete = []
+    for version in local_versions(model_dir):
+        recorded = _read_local_manifest(model_dir, model, version)
+        if recorded and all(
+            _size_is(os.path.join(model_dir, str(version), path), size) for path, (size, _sha) in manifest_files(recorded).items()
+        ):
+            complete.append(version)
+    return complete
+
+
+def unexpected_entries(model_dir: str, model: str) -> list[str]:
+    """Entries of a model directory that are neither a complete version, its manifest, config.pbtxt nor the sync's own."""
+    if not _is_real_dir(model_dir):
+        return []
+    complete = {str(v) for v in complete_versions(model_dir, model)}
+    expected = complete | {f"{v}{MANIFEST_SUFFIX}" for v in complete} | {CONFIG_FILE, LOCK_FILE}
+    return sorted(n for n in os.listdir(model_dir) if n not in expected and not n.startswith((STAGING_PREFIX, TRASH_PREFIX)))
+
+
+def stale_entries(model_dir: str) -> list[str]:
+    """Staging and trash left by a run that was killed (only a run holding the lock makes them)."""
+    if not _is_real_dir(model_dir):
+        return []
+    return sorted(n for n in os.listdir(model_dir) if n.startswith((STAGING_PREFIX, TRASH_PREFIX)))
 
 
 def _read_local_manifest(model_dir: str, model: str, version: int) -> dict[str, Any] | None:
@@ -75,24 +124,26 @@ def _read_local_manifest(model_dir: str, model: str, version: int) -> dict[str, 
 
 
 def _size_is(path: str, size: int) -> bool:
+    """A regular file (not a symlink) of this size."""
     try:
-        return os.path.getsize(path) == size
+        info = os.lstat(path)
     except OSError:
         return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == size
 
 
 def _in_place(
     version_dir: str, files: dict[str, tuple[int, str]], recorded: dict[str, tuple[int, str]] | None, verify_local: bool
 ) -> dict[str, tuple[int, str]]:
     """What the version directory verifiably holds: the recorded manifest when sizes agree, else hashed."""
-    if not os.path.isdir(version_dir):
+    if not _is_real_dir(version_dir):
         return {}
     if recorded is not None and not verify_local:
         return {p: v for p, v in recorded.items() if p in files and _size_is(os.path.join(version_dir, p), v[0])}
     found = {}
-    for path in files:
+    for path, (size, _sha) in files.items():
         full = os.path.join(version_dir, path)
-        if os.path.isfile(full):
+        if _size_is(full, size):
             found[path] = sha256_file(full)
     return found
 
@@ -111,15 +162,23 @@ def _elsewhere(model_dir: str, model: str, skip: int) -> dict[tuple[str, str], s
     return found
 
 
+def _remove_entry(path: str) -> None:
+    """A directory tree or a file (or a symlink, never followed)."""
+    if _is_real_dir(path):
+        shutil.rmtree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 @contextlib.contextmanager
 def model_lock(model_dir: str) -> Iterator[None]:
-    """One sync per model directory at a time (a second waits); stale staging from a killed sync is removed."""
+    """One sync per model directory at a time (a second waits); stale staging and trash from a killed run are removed."""
     os.makedirs(model_dir, mode=0o755, exist_ok=True)
     with open(os.path.join(model_dir, LOCK_FILE), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        for name in os.listdir(model_dir):
-            if name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
-                shutil.rmtree(os.path.join(model_dir, name), ignore_errors=True)
+        for name in stale_entries(model_dir):
+            _remove_entry(os.path.join(model_dir, name))
         try:
             yield
         finally:
@@ -153,19 +212,35 @@ def _remove_dir(model_dir: str, name: str) -> None:
     """Rename out of Triton's sight first, then delete: a half-deleted version is never visible."""
     trash = tempfile.mkdtemp(dir=model_dir, prefix=TRASH_PREFIX)
     os.rename(os.path.join(model_dir, name), os.path.join(trash, name))
-    shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(trash)
 
 
-def resolve_manifest(s3: Any, bucket: str, prefix: str, model: str, version: str | int) -> tuple[int, dict[str, Any]]:
-    """Published versions → the wanted one → its validated manifest."""
+def exchange(path_a: str, path_b: str) -> bool:
+    """Swap two directories in one step (renameat2 RENAME_EXCHANGE); False when the kernel or filesystem cannot."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(path_a), at_fdcwd, os.fsencode(path_b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), path_a)
+
+
+def resolve_manifest(s3: Any, bucket: str, prefix: str, model: str, version: str | int) -> tuple[int, dict[str, Any], list[str]]:
+    """Published versions → the wanted one → its validated manifest, and the keys of the listing that are no manifest."""
     check_model_name(model)
-    available = versions_from_keys(_s3.list_keys(s3, bucket, model_prefix(prefix, model)), prefix, model)
+    keys = _s3.list_keys(s3, bucket, model_prefix(prefix, model))
+    available = versions_from_keys(keys, prefix, model)
     number = pick_version(available, version)
     key = manifest_key(prefix, model, number)
     raw = _s3.get_bytes(s3, bucket, key)
     if raw is None:
         raise ManifestError(f"manifest s3://{bucket}/{key} disappeared while syncing; retry once publishing has finished")
-    return number, parse_manifest(raw, model, number)
+    return number, parse_manifest(raw, model, number), unexpected_keys(keys, prefix, model)
 
 
 def sync_version(
@@ -183,7 +258,7 @@ def sync_version(
     Only files found nowhere locally are downloaded; files another local version holds with the same SHA-256
     are hard-linked. Everything lands in a staging directory, is verified, and is renamed into place at once.
     """
-    number, manifest = resolve_manifest(s3, bucket, prefix, model, version)
+    number, manifest, ignored_keys = resolve_manifest(s3, bucket, prefix, model, version)
     model_dir = os.path.join(host_path, model)
     version_dir = os.path.join(model_dir, str(number))
     files = manifest_files(manifest)
@@ -194,6 +269,7 @@ def sync_version(
         "version": number,
         "version_dir": version_dir,
         "manifest_key": manifest_key(prefix, model, number),
+        "ignored_keys": ignored_keys,
     }
 
     def plan() -> tuple[dict[str, list[str]], dict[tuple[str, str], str]]:
@@ -209,22 +285,31 @@ def sync_version(
     def needs_swap(steps: dict[str, list[str]]) -> bool:
         return bool(steps["link"] or steps["download"] or _extra_files(version_dir, files) or _read_raw(manifest_path) != manifest_bytes)
 
+    if os.path.lexists(version_dir) and not _is_real_dir(version_dir):
+        raise ManifestError(
+            f"{version_dir} is a symlink or a file, not a version directory; the sync never writes through it: remove it and sync again"
+        )
     steps = plan()[0]
     complete = not needs_swap(steps)
     config_changed = _read_raw(config_path) != config_bytes
+    stale = stale_entries(model_dir)
     result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"], config_changed=config_changed)
-    result["changed"] = not complete or config_changed
+    result.update(cleaned=stale, redownloaded=[])
+    result["changed"] = not complete or config_changed or bool(stale)
     if not result["changed"] or check_mode:
+        result["unexpected"] = unexpected_entries(model_dir, model)
         return result
 
-    with model_lock(model_dir):
+    with model_lock(model_dir):  # removes the stale staging and trash
         steps, elsewhere = plan()  # again under the lock: another sync may have finished meanwhile
         result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"])
-        if needs_swap(steps):
-            _stage_and_swap(s3, bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes)
+        # The config first: the version directory appears only once everything it needs is in place.
         if _read_raw(config_path) != config_bytes:
             _write_atomic(config_path, config_bytes)
+        if needs_swap(steps):
+            result["redownloaded"] = _stage_and_swap(s3, bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes)
         _fsync_dir(model_dir)
+    result["unexpected"] = unexpected_entries(model_dir, model)
     return result
 
 
@@ -237,15 +322,16 @@ def _read_raw(path: str) -> bytes | None:
 
 
 def _extra_files(version_dir: str, files: dict[str, tuple[int, str]]) -> list[str]:
-    """Files in the version directory that the manifest does not list (a stale or tampered directory)."""
-    if not os.path.isdir(version_dir):
+    """Entries in the version directory that the manifest does not list (a stale or tampered directory); symlinks count."""
+    if not _is_real_dir(version_dir):
         return []
     extra = []
     for root, dirs, names in os.walk(version_dir):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]  # Python's bytecode cache, written when the mount is writable
-        for name in names:
+        linked_dirs = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = [d for d in dirs if d != "__pycache__" and d not in linked_dirs]  # __pycache__: Python's cache, when writable
+        for name in names + linked_dirs:
             rel = os.path.relpath(os.path.join(root, name), version_dir).replace(os.sep, "/")
-            if rel not in files:
+            if rel not in files or os.path.islink(os.path.join(root, name)):
                 extra.append(rel)
     return sorted(extra)
 
@@ -261,9 +347,12 @@ def _stage_and_swap(
     steps: dict[str, list[str]],
     elsewhere: dict[tuple[str, str], str],
     manifest_bytes: bytes,
-) -> None:
+) -> list[str]:
+    """Stage, verify, then put the version in place; returns the files re-downloaded because a local copy was corrupt."""
     version_dir = os.path.join(model_dir, str(number))
     staging = tempfile.mkdtemp(dir=model_dir, prefix=f"{STAGING_PREFIX}{number}-")
+    download = list(steps["download"])
+    redownloaded = []
     try:
         for path in steps["keep"] + steps["link"]:
             source = os.path.join(version_dir, path) if path in steps["keep"] else elsewhere[(path, files[path][1])]
@@ -273,8 +362,11 @@ def _stage_and_swap(
                 os.link(source, dest)  # files are never modified in place, so sharing an inode is safe
             except OSError:
                 shutil.copy2(source, dest)
-            if path in steps["link"]:
-                verify_file(path, files[path], *sha256_file(dest), source=source)
+            if path in steps["link"] and sha256_file(dest) != files[path]:
+                # A local copy changed in place (the manifest next to it says otherwise): fetch it, do not blame S3.
+                os.unlink(dest)
+                download.append(path)
+                redownloaded.append(path)
 
         def fetch(path: str) -> None:
             dest = os.path.join(staging, path)
@@ -284,38 +376,56 @@ def _stage_and_swap(
             verify_file(path, files[path], size, sha, source=f"s3://{bucket}/{key}")
             os.chmod(dest, 0o644)
 
-        if steps["download"]:
-            with ThreadPoolExecutor(max_workers=min(DOWNLOAD_THREADS, len(steps["download"]))) as pool:
-                for future in [pool.submit(fetch, p) for p in steps["download"]]:
+        if download:
+            with ThreadPoolExecutor(max_workers=min(DOWNLOAD_THREADS, len(download))) as pool:
+                for future in [pool.submit(fetch, p) for p in download]:
                     future.result()
         for root, dirs, _names in os.walk(staging):
             for d in dirs:
                 os.chmod(os.path.join(root, d), 0o755)
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
-        if os.path.isdir(version_dir):
-            _remove_dir(model_dir, str(number))  # a repair: the old copy goes out of sight just before the swap
-        os.rename(staging, version_dir)
-        staging = ""
+        # The manifest before the directory: a version in place always has its record next to it.
         _write_atomic(os.path.join(model_dir, f"{number}{MANIFEST_SUFFIX}"), manifest_bytes)
+        if _is_real_dir(version_dir) and exchange(staging, version_dir):
+            pass  # a repair: the new copy took the old one's place in one step; the old one is now at `staging`
+        else:
+            if _is_real_dir(version_dir):
+                # This filesystem cannot exchange: the old copy goes out of sight just before the new one comes in.
+                _remove_dir(model_dir, str(number))
+            os.rename(staging, version_dir)
+            staging = ""
     finally:
         if staging:
             shutil.rmtree(staging, ignore_errors=True)
+    return sorted(redownloaded)
 
 
 def prune_versions(host_path: str, model: str, keep: int, protect: list[int], check_mode: bool = False) -> dict[str, Any]:
-    """Removes all but the newest `keep` local versions, never a protected (serving) one."""
+    """Removes all but the newest `keep` complete local versions, never a protected (serving) one.
+
+    Only complete versions count and are removed; anything else in the model directory is left alone and reported.
+    """
     check_model_name(model)
     model_dir = os.path.join(host_path, model)
-    present = local_versions(model_dir)
-    remove = prune_plan(present, keep, protect)
-    result = {"model": model, "removed": remove, "kept": [v for v in present if v not in remove], "changed": bool(remove)}
-    if remove and not check_mode:
-        with model_lock(model_dir):
+    complete = complete_versions(model_dir, model)
+    remove = prune_plan(complete, keep, protect)
+    stale = stale_entries(model_dir)
+    result = {
+        "model": model,
+        "removed": remove,
+        "kept": [v for v in local_versions(model_dir) if v not in remove],
+        "incomplete": sorted(set(local_versions(model_dir)) - set(complete)),
+        "cleaned": stale,
+        "changed": bool(remove or stale),
+    }
+    if result["changed"] and not check_mode:
+        with model_lock(model_dir):  # removes the stale staging and trash
             for version in remove:
-                if os.path.isdir(os.path.join(model_dir, str(version))):
+                if _is_real_dir(os.path.join(model_dir, str(version))):
                     _remove_dir(model_dir, str(version))
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(model_dir, f"{version}{MANIFEST_SUFFIX}"))
             _fsync_dir(model_dir)
+    result["unexpected"] = unexpected_entries(model_dir, model)
     return result

@@ -16,9 +16,20 @@ description:
     against the manifest, then renames the directory into place as C(<host_path>/<model>/<version>) in one
     step and writes the model's C(config.pbtxt) atomically.
   - A partial or corrupt download is never visible to Triton; a failed sync leaves the repository as it was.
+    The model's C(config.pbtxt) and the version's manifest are in place before the version directory appears.
+  - A repair of a version in place (a file missing, changed or extra) swaps the new copy with the old one in one
+    C(renameat2(RENAME_EXCHANGE)), so a serving version never lacks its directory. On a filesystem that cannot
+    exchange, the old copy is renamed away just before the new one comes in.
+  - A local file found corrupt (another local version's copy whose SHA-256 no longer matches) is downloaded again
+    from S3 and listed in RV(redownloaded); only an object whose download does not match the manifest is blamed on S3.
   - Re-syncing a version already in place reads the manifest and downloads nothing.
-  - O(state=pruned) removes all but the newest O(keep_versions) local versions, never one in O(protect_versions);
-    run it only after the new version is READY.
+  - Staging and trash entries (directories or files) left by a killed run are removed by the next run
+    (RV(cleaned)). Other unexpected entries of the model directory, and keys of the S3 listing that are no
+    manifest, are left alone and named in RV(unexpected) and RV(ignored_keys). Versions are only directories
+    named by a canonical positive integer; symlinks are never followed.
+  - O(state=pruned) removes all but the newest O(keep_versions) complete local versions (directory, verified
+    manifest, files of the listed sizes), never one in O(protect_versions); incomplete ones are neither counted
+    nor removed (RV(incomplete)). Run it only after the new version is READY.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -124,6 +135,31 @@ config_changed:
   description: Whether config.pbtxt was (or would be) rewritten.
   returned: when O(state=present)
   type: bool
+redownloaded:
+  description: Files downloaded again because the local copy they would have been linked from was corrupt.
+  returned: when O(state=present)
+  type: list
+  elements: str
+ignored_keys:
+  description: Keys directly under the model prefix in S3 that are not the manifest of a version (ignored).
+  returned: when O(state=present)
+  type: list
+  elements: str
+cleaned:
+  description: Staging and trash entries of a killed run removed (in check mode, to remove).
+  returned: always
+  type: list
+  elements: str
+unexpected:
+  description: Entries of the model directory that are no complete version, manifest, config or the sync's own; left alone.
+  returned: always
+  type: list
+  elements: str
+incomplete:
+  description: Version directories without a verified manifest or with files of the wrong size; prune neither counts nor removes them.
+  returned: when O(state=pruned)
+  type: list
+  elements: int
 removed:
   description: Versions removed (in check mode, to remove).
   returned: when O(state=pruned)
