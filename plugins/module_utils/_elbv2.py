@@ -140,3 +140,24 @@ def modify_rule(elbv2: Any, rule_arn: str, fields: dict[str, Any]) -> dict[str, 
 
 def set_rule_priority(elbv2: Any, rule_arn: str, priority: int) -> None:
     elbv2.set_rule_priorities(aws_retry=True, RulePriorities=[{"RuleArn": rule_arn, "Priority": priority}])
+
+
+# ---------------------------------------------------------------- tags (listeners, rules, target groups)
+
+
+def describe_tags(elbv2: Any, arns: list[str]) -> dict[str, dict[str, str]]:
+    """ARN -> {key: value} of each resource (at most 20 ARNs a call)."""
+    found: dict[str, dict[str, str]] = {}
+    for start in range(0, len(arns), 20):
+        for entry in elbv2.describe_tags(aws_retry=True, ResourceArns=arns[start : start + 20])["TagDescriptions"]:
+            found[entry["ResourceArn"]] = {t["Key"]: t.get("Value", "") for t in entry.get("Tags") or []}
+    return found
+
+
+def add_tags(elbv2: Any, arn: str, tags: dict[str, str]) -> None:
+    """Adds or overwrites these tags; other keys stay as they are."""
+    elbv2.add_tags(aws_retry=True, ResourceArns=[arn], Tags=_tags(tags))
+
+
+def remove_tags(elbv2: Any, arn: str, keys: list[str]) -> None:
+    elbv2.remove_tags(aws_retry=True, ResourceArns=[arn], TagKeys=keys)

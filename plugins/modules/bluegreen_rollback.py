@@ -1,0 +1,185 @@
+#!/usr/bin/python
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bluegreen_rollback
+short_description: Emergency rollback of a blue/green Triton application - production traffic back in one call, from what AWS shows
+version_added: 0.1.0
+description:
+  - Puts production traffic back on the colour the last cutover moved it from, in one C(ModifyListener) (or
+    C(ModifyRule)) call, then scales the colour it left to 0 (O(new_color)).
+  - Needs only the cluster and the application name. The colour services C(<name>-blue) and C(<name>-green) give the
+    target groups, the target groups their load balancers, and the production listener (or rule) is the one that
+    forwards to both colours and carries the record of the last cutover (tag C(inferops:cutover), written by
+    M(inferops.triton_ecs.bluegreen)). No task definition, image, registry or checkout is involved.
+  - Takes the cutover lock, by default even from a cutover in progress (O(break_lock)); that cutover stops at its
+    next write. The state is read again once the lock is held, and the colour that takes the traffic must run
+    tasks with every target healthy, or nothing is written.
+  - Without a recorded cutover, traffic goes to the other colour when one colour has all of it and the other still
+    runs; split traffic without a record is refused.
+author:
+  - inferops maintainers (@inferops)
+options:
+  cluster:
+    description: ECS cluster name or ARN.
+    type: str
+    required: true
+  name:
+    description: Application name; the services are C(<name>-blue) and C(<name>-green).
+    type: str
+    required: true
+  listener_arn:
+    description: Production listener, when it cannot be found from the target groups (or to skip the search).
+    type: str
+  listener_rule_arn:
+    description: Production listener rule, when the weights live in a rule.
+    type: str
+  new_color:
+    description: V(scale_down) the colour traffic leaves to 0 tasks once the weights are back, or V(keep) it running (to investigate).
+    type: str
+    choices: [scale_down, keep]
+    default: scale_down
+  break_lock:
+    description: Take the cutover lock even from a run that holds it (a live cutover stops at its next write). V(false) fails instead.
+    type: bool
+    default: true
+  lock_ttl_s:
+    description: Seconds the lock this run takes stays valid (it is released at the end).
+    type: int
+    default: 600
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+attributes:
+  check_mode:
+    support: full
+    description: Reads AWS and returns the writes it would make (RV(actions)), without any write.
+  diff_mode:
+    support: full
+    description: C(before) and C(after) hold the weights and desired counts.
+notes:
+  - "The playbook C(playbooks/rollback_cutover.yml) runs this module: C(ansible-playbook playbooks/rollback_cutover.yml -i inventories/<env>)."
+  - Running it again changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Production traffic back to the previous colour
+  inferops.triton_ecs.bluegreen_rollback:
+    cluster: inference
+    name: triton
+
+- name: Back, but keep the colour that failed running to look at it
+  inferops.triton_ecs.bluegreen_rollback:
+    cluster: inference
+    name: triton
+    new_color: keep
+"""
+
+RETURN = r"""
+decision:
+  description: V(rollback) or V(noop) (traffic is already back).
+  returned: always
+  type: str
+reason:
+  description: Why, naming the recorded cutover.
+  returned: always
+  type: str
+to_color:
+  description: The colour production traffic goes back to.
+  returned: always
+  type: str
+from_color:
+  description: The colour traffic leaves.
+  returned: always
+  type: str
+actions:
+  description: The writes made (in check mode, the writes that would be made).
+  returned: always
+  type: list
+  elements: str
+production_arn:
+  description: The production listener or rule that holds the weights.
+  returned: always
+  type: str
+target_groups:
+  description: Target group ARN of each colour, read from the services.
+  returned: always
+  type: dict
+record:
+  description: The last cutover recorded on the production listener or rule (C(from), C(to), C(task_definition)); empty when none.
+  returned: always
+  type: dict
+weights:
+  description: Production weights at the end, by colour.
+  returned: always
+  type: dict
+  sample: {blue: 100, green: 0}
+desired_counts:
+  description: Each colour's desired count at the end.
+  returned: always
+  type: dict
+weights_restore_seconds:
+  description: Seconds the weight write took.
+  returned: always
+  type: float
+wall_s:
+  description: Seconds the module ran.
+  returned: always
+  type: float
+"""
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_guard import CutoverGuard, WriteRefused  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_lock import CutoverLock, new_owner  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_rollback import rollback  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._controller_watch import ControllerWatch  # noqa: E402
+
+
+def main() -> None:
+    module = AnsibleAWSModule(
+        argument_spec=dict(
+            cluster=dict(type="str", required=True),
+            name=dict(type="str", required=True),
+            listener_arn=dict(type="str"),
+            listener_rule_arn=dict(type="str"),
+            new_color=dict(type="str", choices=["scale_down", "keep"], default="scale_down"),
+            break_lock=dict(type="bool", default=True),
+            lock_ttl_s=dict(type="int", default=600),
+        ),
+        supports_check_mode=True,
+        mutually_exclusive=[("listener_arn", "listener_rule_arn")],
+    )
+    params = module.params
+    if not 60 <= params["lock_ttl_s"] <= 86400:
+        module.fail_json(msg=f"lock_ttl_s is {params['lock_ttl_s']}: give a value between 60 and 86400")
+    retry = AWSRetry.jittered_backoff()
+    ecs = module.client("ecs", retry_decorator=retry)
+    elbv2 = module.client("elbv2", retry_decorator=retry)
+    guard = CutoverGuard(ControllerWatch(), None, break_lock=params["break_lock"])
+    try:
+        result = rollback(
+            ecs,
+            elbv2,
+            params,
+            guard,
+            module.check_mode,
+            lambda arn: CutoverLock(elbv2, arn, params["name"], new_owner(), params["lock_ttl_s"]),
+        )
+    except InputError as e:
+        module.fail_json(msg=str(e), errors=e.errors)
+    except WriteRefused as e:
+        module.fail_json(msg=str(e))
+    except (BotoCoreError, ClientError) as e:
+        module.fail_json_aws(e, msg=f"emergency rollback of {params['name']}: AWS call failed")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
