@@ -234,45 +234,6 @@ def serving_problems(state: ColorState, task_definition: str | None, desired: in
 # ---------------------------------------------------------------- capacity
 
 
-def gpus_per_task(task_definition: dict[str, Any]) -> int:
-    return sum(
-        int(req.get("value", 0))
-        for container in task_definition.get("containerDefinitions") or []
-        for req in container.get("resourceRequirements") or []
-        if req.get("type") == "GPU"
-    )
-
-
-def free_gpus(container_instances: list[dict[str, Any]]) -> int:
-    """GPUs not reserved by any task on the cluster's ACTIVE container instances."""
-    total = 0
-    for instance in container_instances:
-        if instance.get("status", "ACTIVE") != "ACTIVE":
-            continue
-        for resource in instance.get("remainingResources") or []:
-            if resource.get("name") == "GPU":
-                total += len(resource.get("stringSetValue") or []) or int(resource.get("integerValue") or 0)
-    return total
-
-
-def capacity_verdict(gpus_needed: int, gpus_free: int, scaling_providers: list[str], cluster: str) -> tuple[bool, str]:
-    """(ok, why): the standby needs `gpus_needed` more GPUs while the live colour keeps its own."""
-    if gpus_needed <= 0:
-        return True, "the standby needs no GPUs beyond those it already holds"
-    if gpus_free >= gpus_needed:
-        return True, f"{gpus_free} GPUs free on the cluster's container instances, {gpus_needed} needed"
-    if scaling_providers:
-        return (
-            True,
-            f"{gpus_free} GPUs free, {gpus_needed} needed: capacity provider(s) {', '.join(scaling_providers)} with managed scaling will add instances",
-        )
-    return False, (
-        f"cluster {cluster} cannot place the standby colour: it needs {gpus_needed} GPUs while the live colour keeps its own, "
-        f"{gpus_free} are free, and no capacity provider with managed scaling is attached. Add GPU container instances, "
-        "attach a capacity provider with managed scaling, or lower desired_count"
-    )
-
-
 def managed_scaling_providers(providers: list[dict[str, Any]]) -> list[str]:
     return [
         p["name"]
@@ -510,3 +471,30 @@ def planned_writes(
             if colors[plan.new].desired > 0:
                 writes.append(f"update service {colors[plan.new].service}: 0 tasks")
     return writes
+
+
+# ---------------------------------------------------------------- before each write
+
+
+class StateChanged(Exception):
+    """AWS no longer shows what this run last saw or wrote: another run or a person changed it."""
+
+
+def changes_since_seen(
+    seen_weights: dict[str, int],
+    weights: dict[str, int],
+    seen_task_definitions: dict[str, str | None],
+    task_definitions: dict[str, str | None],
+) -> list[str]:
+    """What changed in AWS since this run last read or wrote it ([] when nothing did). Desired counts are left out:
+    a scaling policy may change them."""
+    problems = []
+    if weights != seen_weights:
+        problems.append(
+            f"production weights are blue={weights['blue']} green={weights['green']}, this run last saw "
+            f"blue={seen_weights.get('blue')} green={seen_weights.get('green')}"
+        )
+    for color in COLORS:
+        if task_definitions.get(color) != seen_task_definitions.get(color):
+            problems.append(f"the {color} service runs {task_definitions.get(color)}, this run last saw {seen_task_definitions.get(color)}")
+    return problems

@@ -13,11 +13,15 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _autoscaling as scaling
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _capacity_provider as capacity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _cloudwatch as cw
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ec2 as ec2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs as ecs_td
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs_services as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _elbv2 as elb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _placement as placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError, unready_models
 
 
@@ -49,12 +53,17 @@ class CutoverFailed(Exception):
 
 
 class Clients:
-    """The three AWS clients of one module run."""
+    """The AWS clients of one module run (Auto Scaling, EC2 and Application Auto Scaling for capacity and autoscaling)."""
 
-    def __init__(self, ecs: Any, elbv2: Any, cloudwatch: Any) -> None:
+    def __init__(
+        self, ecs: Any, elbv2: Any, cloudwatch: Any, autoscaling: Any = None, ec2: Any = None, application_autoscaling: Any = None
+    ) -> None:
         self.ecs = ecs
         self.elbv2 = elbv2
         self.cloudwatch = cloudwatch
+        self.autoscaling = autoscaling
+        self.ec2 = ec2
+        self.application_autoscaling = application_autoscaling
 
 
 class Runner:
@@ -67,6 +76,7 @@ class Runner:
         check_mode: bool = False,
         clock: Clock | None = None,
         triton: Callable[[str, float], Any] = TritonClient,
+        guard: Any = None,
     ) -> None:
         self.p = params
         self.aws = clients
@@ -84,6 +94,14 @@ class Runner:
         self.td_arn = ""
         self.task_definition: dict[str, Any] = {}
         self.before: dict[str, Any] = {}
+        self.guard = guard  # _bluegreen_guard.CutoverGuard: controller alive and lock held before each write
+        self.scaling = (
+            scaling.CutoverScaling(
+                clients.application_autoscaling, clients.cloudwatch, params["cluster"], self.services, params["name"], self.writes
+            )
+            if params.get("autoscaling")
+            else None
+        )
 
     # ------------------------------------------------------------ timeline
 
@@ -175,6 +193,7 @@ class Runner:
     def set_weights(self, weights: dict[str, int]) -> None:
         if weights == self.weights:
             return
+        self._check_before_write()
         actions = bg.actions_with_weights(self.prod_actions, self.tgs, weights)
         if self.p.get("listener_rule_arn"):
             elb.modify_rule(self.aws.elbv2, self.p["listener_rule_arn"], {"Actions": actions})
@@ -188,6 +207,7 @@ class Runner:
         state = self.colors[color]
         if state.desired == desired and (task_definition is None or state.task_definition == task_definition):
             return
+        self._check_before_write(color, desired)
         fields: dict[str, Any] = {"desiredCount": desired}
         if task_definition:
             fields["taskDefinition"] = task_definition
@@ -207,6 +227,7 @@ class Runner:
         if listener and bg.forwards_only_to(listener["DefaultActions"], self.tgs[color]):
             return
         actions = bg.single_forward(listener["DefaultActions"] if listener else [], self.tgs[color])
+        self._check_before_write()
         elb.modify_listener(self.aws.elbv2, arn, {"DefaultActions": actions})
         self.writes.append(f"point test listener at {color}")
 
@@ -214,35 +235,40 @@ class Runner:
 
     def run(self) -> dict[str, Any]:
         try:
-            return self._run()
-        except Exception:
+            result = self._run()
+        except Exception as e:
             for entry in self.timeline:  # the phase that raised ends as failed; the module reports the timeline
                 if "_t0" in entry:
                     self._end(entry, "failed", entry["detail"])
+            if self.guard is not None:
+                self.guard.end(complete=True, error=e)
+            self._restore_scale_in_after_failure()
             raise
+        if self.guard is not None:
+            self.guard.end(complete=bool(result.get("failed_reason")) or result["phases_run"] == result["plan"]["phases"])
+        return result
 
     def _run(self) -> dict[str, Any]:
         start = self.clock.monotonic()
         entry = self._phase("discover")
         self.validate_aws()
+        if self.guard is not None:
+            self.guard.check_free()
         self.observe(self.described)
         self.before = self._snapshot()
-        plan = bg.decide(
-            self.p["state"],
-            self.td_arn,
-            self.p["desired_count"] or 0,
-            self.p["traffic_steps"],
-            self.weights,
-            self.colors,
-            self.scale_down_old,
-        )
+        plan = self._decide()
         phases = bg.truncate(plan, self.p.get("stop_after"))
+        self._refuse_alarms_before_writes(plan)
+        if self.guard is not None and not self.check_mode and self._writes_ahead(plan, phases):
+            plan, phases = self._plan_under_lock()
         self._end(entry, "ok", f"{plan.action}: {plan.reason}")
         if self.check_mode:
-            self.writes = bg.planned_writes(
-                plan, phases, self.colors, self.td_arn, self.p["desired_count"] or 0, self.weights, self.scale_down_old
-            )
+            self.writes = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
+            if self.scaling is not None:
+                self.writes += self.scaling.planned(plan, phases)
             return self._result(plan, phases, start, planned=True)
+        if self.scaling is not None and plan.action == "noop":
+            self.scaling.set_scale_in(plan.live, False)  # a cutover that never finished (a killed controller) held it
         failure = ""
         try:
             if plan.restore_first and phases:
@@ -256,9 +282,82 @@ class Runner:
         result["failed_reason"] = failure
         return result
 
+    def _decide(self) -> bg.Plan:
+        return bg.decide(
+            self.p["state"],
+            self.td_arn,
+            self.desired_count(),
+            self.p["traffic_steps"],
+            self.weights,
+            self.colors,
+            self.scale_down_old,
+        )
+
+    def _refuse_alarms_before_writes(self, plan: bg.Plan) -> None:
+        """An alarm already in ALARM fails a cutover (or the scale-down of the old colour) before its first write.
+        Traffic already split is left to the gates, which roll back."""
+        split = all(self.weights[c] > 0 for c in bg.COLORS)
+        if plan.action not in ("cutover", "finish") or split or not self.p.get("alarm_names"):
+            return
+        problems = bg.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
+        if problems:
+            what = "the cutover" if plan.action == "cutover" else f"scaling down {plan.old} (the instant rollback)"
+            raise bg.PlanError([f"{p}: {what} does not start while it is; nothing was written" for p in problems])
+
+    def _writes_ahead(self, plan: bg.Plan, phases: list[str]) -> bool:
+        """Whether these phases can write (the standby phase also points the test listener)."""
+        planned = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
+        return bool(planned) or "standby_up" in phases
+
+    def _plan_under_lock(self) -> tuple[bg.Plan, list[str]]:
+        """Take the lock, then observe and plan again: what this run acts on is read after the lock is held."""
+        self.guard.take_lock()
+        self.observe()
+        self.before = self._snapshot()
+        plan = self._decide()
+        if plan.action == "cutover":
+            self.guard.record(plan.old, plan.new, self.td_arn)
+        return plan, bg.truncate(plan, self.p.get("stop_after"))
+
+    def _check_before_write(self, color: str | None = None, desired: int | None = None) -> None:
+        """Before each write: the controller still runs, the lock is still held, and AWS still shows what this run last
+        saw or wrote (weights, each colour's task definition); a colour that has traffic is never scaled to 0."""
+        if self.guard is not None:
+            self.guard.before_write()
+        actions = self._production_actions()
+        services = self._describe_services()
+        problems = bg.changes_since_seen(
+            self.weights,
+            bg.weights_from_actions(actions, self.tgs),
+            {c: s.task_definition for c, s in self.colors.items()},
+            {c: services.get(self.services[c], {}).get("taskDefinition") for c in bg.COLORS},
+        )
+        if color is not None and desired == 0 and bg.weights_from_actions(actions, self.tgs)[color] > 0:
+            problems.append(f"{self.services[color]} has production traffic: it is not scaled to 0")
+        if problems:
+            raise bg.StateChanged("AWS changed under this cutover, which stops without writing: " + "; ".join(problems))
+        self.prod_actions = actions
+
     @property
     def scale_down_old(self) -> bool:
         return self.p.get("old_color", "scale_down") == "scale_down"
+
+    def _restore_scale_in_after_failure(self) -> None:
+        """A failed run leaves scale-in as it found it on the colour with traffic (the next cutover suspends it again)."""
+        if self.scaling is None or not self.weights or self.check_mode:
+            return
+        try:
+            self.scaling.set_scale_in(bg.live_color(self.weights), False)
+        except Exception as e:  # the run's own error is the one to report; this one is added to its actions
+            self.writes.append(f"could not restore scale-in: {e}")
+
+    def desired_count(self) -> int:
+        """Tasks the new colour runs: desired_count, or with autoscaling the live colour's current count when larger
+        (a cutover during a peak does not shrink the fleet, and a re-run never resets what autoscaling set)."""
+        configured = self.p["desired_count"] or 0
+        if not self.p.get("autoscaling") or not self.weights:
+            return configured
+        return scaling.standby_desired(self.colors[bg.live_color(self.weights)].desired, configured)
 
     def _result(self, plan: bg.Plan, phases: list[str], start: float, planned: bool = False) -> dict[str, Any]:
         for entry in self.timeline:
@@ -282,46 +381,78 @@ class Runner:
             "told_waits_s": round(self.clock.told_waits_s, 3),
             "wall_s": round(self.clock.monotonic() - start, 3),
             "diff": {"before": self.before, "after": after},
+            "autoscaling": self.scaling.summary() if self.scaling is not None else {},
         }
 
     # ------------------------------------------------------------ phases
 
     def phase_capacity(self, plan: bg.Plan) -> None:
         entry = self._phase("capacity")
-        per_task = bg.gpus_per_task(self.task_definition)
+        need = placement.task_needs(self.task_definition)
         standby = self.colors[plan.new]
-        held = 0
-        if standby.running and standby.task_definition:
-            current = (
-                ecs_td.describe_task_definition(self.aws.ecs, standby.task_definition)
-                if standby.task_definition != self.td_arn
-                else {"taskDefinition": self.task_definition}
-            )
-            held = bg.gpus_per_task((current or {}).get("taskDefinition", {})) * standby.running
-        needed = per_task * (self.p["desired_count"] or 0) - held
-        free, providers = 0, []
-        if needed > 0:
-            free = bg.free_gpus(ecs_svc.container_instances(self.aws.ecs, self.p["cluster"]))
-            if free < needed:
-                cluster = ecs_svc.describe_cluster(self.aws.ecs, self.p["cluster"]) or {}
-                names = list(cluster.get("capacityProviders") or [])
-                providers = bg.managed_scaling_providers(
-                    ecs_svc.describe_capacity_providers(self.aws.ecs, [n for n in names if n not in ("FARGATE", "FARGATE_SPOT")])
+        # standby tasks already running the new task definition keep their place; others are replaced
+        count = self.desired_count() - (standby.running if standby.task_definition == self.td_arn else 0)
+        instances: dict[str, placement.Resources] = {}
+        headroom: list[placement.Headroom] = []
+        if count > 0:
+            instances = placement.usable_instances(ecs_svc.container_instances(self.aws.ecs, self.p["cluster"]))
+            if sum(placement.place(need, count, instances).values()) < count:
+                headroom = self._scaling_headroom()
+        verdict = placement.verdict(need, count, instances, headroom, self.p["cluster"])
+        self._end(entry, "ok" if verdict.ok else "failed", verdict.why)
+        if not verdict.ok:
+            raise bg.PlanError(verdict.why)
+
+    def _scaling_headroom(self) -> list[placement.Headroom]:
+        """What each managed-scaling capacity provider's Auto Scaling group can still add."""
+        cluster = ecs_svc.describe_cluster(self.aws.ecs, self.p["cluster"]) or {}
+        names = [n for n in cluster.get("capacityProviders") or [] if n not in ("FARGATE", "FARGATE_SPOT")]
+        providers = ecs_svc.describe_capacity_providers(self.aws.ecs, names)
+        rooms = []
+        for provider in providers:
+            if provider["name"] not in bg.managed_scaling_providers([provider]):
+                continue
+            arn = (provider.get("autoScalingGroupProvider") or {}).get("autoScalingGroupArn", "")
+            group = capacity.describe_asg(self.aws.autoscaling, capacity.asg_name_of(arn))
+            if group is None:
+                raise bg.PlanError(
+                    f"capacity provider {provider['name']} uses Auto Scaling group {arn}, which does not exist: "
+                    "fix the capacity provider (role fleet_capacity)"
                 )
-        ok, why = bg.capacity_verdict(needed, free, providers, self.p["cluster"])
-        self._end(entry, "ok" if ok else "failed", why)
-        if not ok:
-            raise bg.PlanError(why)
+            spec, overrides = placement.group_launch_template(group)
+            data = ec2.launch_template_data(self.aws.ec2, spec) if spec else None
+            types = overrides or [(data or {}).get("InstanceType")]
+            described = ec2.describe_instance_types(self.aws.ec2, [t for t in types if t])
+            if not described:
+                raise bg.PlanError(
+                    f"Auto Scaling group {group['AutoScalingGroupName']}: cannot tell its instance type (launch template {spec or 'none'}): "
+                    "give the group a launch template with an InstanceType (role fleet_capacity)"
+                )
+            # with several instance types, count the smallest: the group may launch any of them
+            smallest = min(described, key=lambda t: placement.instance_type_resources(t).gpus)
+            rooms.append(
+                placement.Headroom(
+                    group=group["AutoScalingGroupName"],
+                    instance_type=smallest["InstanceType"],
+                    max_size=int(group.get("MaxSize") or 0),
+                    current=placement.group_current_size(group),
+                    per_instance=placement.instance_type_resources(smallest),
+                )
+            )
+        return rooms
 
     def phase_standby_up(self, plan: bg.Plan) -> None:
         entry = self._phase("standby_up")
+        if self.scaling is not None:
+            self.scaling.set_scale_in(plan.old, True)  # from here to the end of the cutover, the live colour does not shrink
+        desired = self.desired_count()
         self.point_test_listener(plan.new)
-        self.scale(plan.new, self.p["desired_count"], self.td_arn)
+        self.scale(plan.new, desired, self.td_arn)
         timeout = self.p["timeouts"]["standby_up_s"]
         deadline = self.clock.monotonic() + timeout
         while True:
             self.colors = self._color_states()
-            problems = bg.serving_problems(self.colors[plan.new], self.td_arn, self.p["desired_count"])
+            problems = bg.serving_problems(self.colors[plan.new], self.td_arn, desired)
             if not problems:
                 self._end(entry, "ok", f"{self.colors[plan.new].service}: {self.colors[plan.new].healthy} healthy targets")
                 return
@@ -440,6 +571,8 @@ class Runner:
 
     def phase_finish(self, plan: bg.Plan) -> None:
         entry = self._phase("finish")
+        if self.scaling is not None:
+            self.scaling.move(plan.old, plan.new)  # before the old colour is scaled down: its target would scale it back up
         old = self.colors[plan.old]
         if not self.scale_down_old:
             self._end(entry, "ok", f"{old.service} kept at {old.desired} tasks for instant rollback (old_color=keep)")
@@ -471,6 +604,8 @@ class Runner:
         self.set_weights({plan.old: 100, plan.new: 0})
         restored = self.clock.monotonic()
         restored_at = self.clock.stamp()
+        if self.scaling is not None:
+            self.scaling.move(plan.new, plan.old)  # the target and policies stay on (or go back to) the colour that serves
         self.scale(plan.new, 0)
         self.rollback = {
             "reason": reason,

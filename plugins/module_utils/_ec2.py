@@ -15,7 +15,9 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors im
 
 def launch_template_data(ec2: Any, spec: dict[str, str]) -> dict[str, Any] | None:
     """LaunchTemplateData of the version a group launches ({LaunchTemplateId|LaunchTemplateName, Version}), or None."""
-    kwargs: dict[str, Any] = {k: v for k, v in spec.items() if k in ("LaunchTemplateId", "LaunchTemplateName")}
+    # the API takes the id or the name, not both
+    key = "LaunchTemplateId" if spec.get("LaunchTemplateId") else "LaunchTemplateName"
+    kwargs: dict[str, Any] = {key: spec.get(key)}
     kwargs["Versions"] = [spec.get("Version") or "$Default"]
     try:
         found = ec2.describe_launch_template_versions(aws_retry=True, **kwargs)["LaunchTemplateVersions"]

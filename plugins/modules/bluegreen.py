@@ -14,7 +14,8 @@ description:
     C(<name>-green), each with its own target group, behind a production listener (or listener rule) that forwards
     to both target groups with weights.
   - "Phases, each in the returned RV(timeline): V(discover) (which colour is live, what each runs),
-    V(capacity) (can the cluster place the standby's GPUs while the live colour keeps its own),
+    V(capacity) (can each standby task be placed on one instance with enough free GPUs, CPU and memory - on the
+    registered container instances, or on what the managed-scaling Auto Scaling groups can still add up to their max size),
     V(standby_up) (update the standby service, wait until its deployment is complete, every task runs and every
     target of its target group is healthy), V(gates) (Triton live, ready, expected models READY and a smoke
     inference through the test route; CloudWatch alarms not in ALARM), V(traffic) (each step of
@@ -25,6 +26,9 @@ description:
   - Every decision is taken from what AWS shows, so a re-run after an interruption continues (or rolls back) from
     where the last run stopped; no local state is kept.
   - All input is validated, and every named AWS resource looked up, before the first write.
+  - One cutover per application at a time (O(lock_owner)). Before each write the module checks that the controller
+    that started it still runs, that it still holds the lock, and that AWS still shows what it last read or wrote;
+    otherwise it stops without writing.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -158,10 +162,42 @@ options:
         description: Seconds between polls of ECS and target health.
         type: int
         default: 5
+  autoscaling:
+    description:
+      - The live colour is scaled by Application Auto Scaling (M(inferops.triton_ecs.bluegreen_autoscaling)). Then
+        the standby comes up at the live colour's current desired count when that is above O(desired_count)
+        (a re-run with the same task definition changes nothing, whatever count autoscaling set); dynamic scale-in
+        of the live colour is suspended from V(standby_up) to the end of the cutover and restored whatever the
+        outcome; at V(finish) the scalable target and its policies move to the new live colour and the old
+        colour's target is deregistered (so it can no longer scale up); a rollback leaves them on (or brings them
+        back to) the colour that serves.
+      - Colours without a scalable target are left alone, so this can be on before the first policy exists.
+    type: bool
+    default: false
   stop_after:
     description: Run the phases up to this one and stop (the role runs one phase per task). Unset runs them all.
     type: str
     choices: [discover, capacity, standby_up, gates, traffic, drain, finish]
+  lock_owner:
+    description:
+      - Identity of this cutover run (lower-case letters, digits, hyphens; at most 64) for the cutover lock, a tag
+        C(inferops:cutover-lock:<owner>) on the production listener or rule. Another run of the same application fails
+        before any write while the lock is held, and names the holder.
+      - Give it when one cutover spans several module calls (the role passes one per play); such a run keeps the lock
+        when O(stop_after) leaves phases to do. Unset, the module makes one and releases the lock when it ends.
+    type: str
+  lock_ttl_s:
+    description:
+      - Seconds the lock stays valid after its last refresh; a running cutover refreshes it before each write and
+        during its waits. A crashed run blocks the application at most this long.
+    type: int
+    default: 600
+  break_lock:
+    description:
+      - Take the lock even when another run holds it. Only when that run is dead - a live run whose lock is broken
+        stops at its next write. See docs/cutover.md.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - inferops.triton_ecs.target_groups
   - amazon.aws.common.modules
@@ -255,6 +291,13 @@ rollback:
   description: When a rollback ran - its C(reason), C(to_color), C(detected_at), C(weights_restored_at), C(seconds).
   returned: always
   type: dict
+autoscaling:
+  description:
+    - With O(autoscaling) - each colour's scalable target (C(MinCapacity), C(MaxCapacity), C(SuspendedState)) as
+      this run left it, and C(api_calls), the Application Auto Scaling and CloudWatch calls the autoscaling
+      handling made.
+  returned: always
+  type: dict
 told_waits_s:
   description: Seconds spent in the waits the caller asked for (bake, termination wait, drain quiet periods).
   returned: always
@@ -268,7 +311,9 @@ wall_s:
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import PHASES, TARGET_GROUPS_OPTION, PlanError, validate_params  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import PHASES, TARGET_GROUPS_OPTION, PlanError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_guard import GuardedClock, WriteRefused, cutover_guard  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_input import all_input_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Runner  # noqa: E402
 
 
@@ -318,7 +363,11 @@ def main() -> None:
             default={},
             options=dict(standby_up_s=dict(seconds, default=900), poll_interval_s=dict(seconds, default=5)),
         ),
+        autoscaling=dict(type="bool", default=False),
         stop_after=dict(type="str", choices=list(PHASES)),
+        lock_owner=dict(type="str"),
+        lock_ttl_s=dict(seconds, default=600),
+        break_lock=dict(type="bool", default=False),
     )
     module = AnsibleAWSModule(
         argument_spec=argument_spec,
@@ -327,7 +376,7 @@ def main() -> None:
         mutually_exclusive=[("listener_arn", "listener_rule_arn"), ("test_route_url", "test_route_urls")],
         required_if=[("state", "present", ["desired_count"])],
     )
-    errors = validate_params(module.params)
+    errors = all_input_errors(module.params)
     if errors:
         module.fail_json(msg="; ".join(errors), errors=errors)
 
@@ -336,10 +385,16 @@ def main() -> None:
         module.client("ecs", retry_decorator=retry),
         module.client("elbv2", retry_decorator=retry),
         module.client("cloudwatch", retry_decorator=retry),
+        autoscaling=module.client("autoscaling", retry_decorator=retry),
+        ec2=module.client("ec2", retry_decorator=retry),
+        application_autoscaling=module.client("application-autoscaling", retry_decorator=retry),
     )
-    runner = Runner(module.params, clients, check_mode=module.check_mode)
+    guard = cutover_guard(module.params, clients.elbv2)
+    runner = Runner(module.params, clients, check_mode=module.check_mode, clock=GuardedClock(guard), guard=guard)
     try:
         result = runner.run()
+    except WriteRefused as e:
+        module.fail_json(msg=str(e), timeline=runner.timeline, actions=runner.writes)
     except PlanError as e:
         module.fail_json(msg=str(e), errors=e.errors, timeline=runner.timeline, actions=runner.writes)
     except (BotoCoreError, ClientError) as e:

@@ -24,6 +24,8 @@ description:
     cannot check that the metric is one the sidecar publishes before writing.
   - All input is validated before the first write - min above max, a target of 0 or less, a metric the sidecar does
     not publish.
+  - While the live colour runs no tasks (before the first cutover) nothing is written - a target with a minimum
+    would scale an ungated revision up; run it again after the cutover (deploy.yml does).
 author:
   - inferops maintainers (@inferops)
 options:
@@ -215,12 +217,17 @@ alarm_names:
   returned: always
   type: list
   elements: str
+skipped_reason:
+  description: Why nothing was done, when the live colour runs no tasks yet.
+  returned: when skipped
+  type: str
 """
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _autoscaling as scaling  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs_services as ecs_svc  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _elbv2 as elb  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
 
@@ -236,6 +243,14 @@ def live_color(elbv2, params) -> str:
     if found is None:
         raise InputError(f"{what} does not exist: create the listeners first (role fleet_load_balancing)")
     return bg.live_color(bg.weights_from_actions(actions, params["target_groups"]))
+
+
+def desired_count(ecs, params, color: str) -> int:
+    name = f"{params['name']}-{color}"
+    found = [s for s in ecs_svc.describe_services(ecs, params["cluster"], [name]) if s.get("status") == "ACTIVE"]
+    if not found:
+        raise InputError(f"service {name} does not exist in cluster {params['cluster']}: create it first (role fleet_services)")
+    return int(found[0].get("desiredCount", 0))
 
 
 def main() -> None:
@@ -301,8 +316,22 @@ def main() -> None:
     elbv2 = module.client("elbv2", retry_decorator=retry)
     aas = module.client("application-autoscaling", retry_decorator=retry)
     cloudwatch = module.client("cloudwatch", retry_decorator=retry)
+    ecs = module.client("ecs", retry_decorator=retry)
     try:
         live = live_color(elbv2, module.params)
+        if desired_count(ecs, module.params, live) == 0:
+            # nothing serves yet (the first cutover is still to come): a target now would scale an ungated revision up
+            module.exit_json(
+                changed=False,
+                actions=[],
+                live_color=live,
+                resource_id="",
+                policies=[],
+                alarm_names=[],
+                skipped_reason=(
+                    f"{module.params['name']}-{live} runs no tasks yet: the scalable target is registered once a cutover has made a colour live"
+                ),
+            )
         result = scaling.ensure(aas, cloudwatch, module.params, live, module.params["metrics"]["published"], module.check_mode)
     except InputError as e:
         module.fail_json(msg=str(e), errors=e.errors)

@@ -11,16 +11,17 @@ Where moto does not behave like AWS, this module stands in for the part AWS woul
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from .ansible import REPO_ROOT
-from .moto import ACCOUNT_ID, MotoServer
+from .moto import MotoServer
 
 APP = "triton"
 CLUSTER = "inference"
 ALARM = "triton-target-5xx"
+GPU_INSTANCE_TYPE = "g5.xlarge"  # 1 GPU each
+ASG_MAX_SIZE = 4
 # One bluegreen task fed the module's arguments as `bg_args`: what the tests and bench/cutover.py run.
 CUTOVER_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "bluegreen_cutover.yml"
 
@@ -137,10 +138,24 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
 
     providers = []
     if managed_scaling:
+        # a GPU Auto Scaling group with room for 4 more 1-GPU instances: the capacity phase reads its headroom
+        ec2.create_launch_template(
+            LaunchTemplateName="gpu", LaunchTemplateData={"InstanceType": GPU_INSTANCE_TYPE, "ImageId": "ami-12c6146b"}
+        )
+        autoscaling = moto.client("autoscaling")
+        autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName="gpu",
+            LaunchTemplate={"LaunchTemplateName": "gpu", "Version": "$Default"},
+            MinSize=0,
+            MaxSize=ASG_MAX_SIZE,
+            DesiredCapacity=0,
+            VPCZoneIdentifier=",".join(subnets),
+        )
+        group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["gpu"])["AutoScalingGroups"][0]
         ecs.create_capacity_provider(
             name="gpu-fleet",
             autoScalingGroupProvider={
-                "autoScalingGroupArn": f"arn:aws:autoscaling:us-east-1:{ACCOUNT_ID}:autoScalingGroup:{uuid.UUID(int=0)}:autoScalingGroupName/gpu",
+                "autoScalingGroupArn": group["AutoScalingGroupARN"],
                 "managedScaling": {"status": "ENABLED", "targetCapacity": 100},
             },
         )

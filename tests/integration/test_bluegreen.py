@@ -344,7 +344,7 @@ def test_capacity_check_fails_early_without_gpus_or_managed_scaling(moto_server,
     before = app.snapshot()
     run_, res = run(app, playbook)
     assert run_.rc != 0
-    assert "cannot place the standby colour: it needs 2 GPUs" in res["msg"]
+    assert "cannot place the standby colour: 2 task(s) of 1 GPU" in res["msg"]
     assert app.snapshot() == before
 
 

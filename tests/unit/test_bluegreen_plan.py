@@ -354,19 +354,8 @@ def test_serving_problems(svc, targets, problem):
 # ---------------------------------------------------------------- capacity, alarms, smoke, drain
 
 
-def test_capacity():
-    td = {"containerDefinitions": [{"resourceRequirements": [{"type": "GPU", "value": "2"}]}, {"resourceRequirements": []}]}
-    assert bg.gpus_per_task(td) == 2
-    instances = [
-        {"status": "ACTIVE", "remainingResources": [{"name": "GPU", "type": "STRINGSET", "stringSetValue": ["g0", "g1"]}]},
-        {"status": "DRAINING", "remainingResources": [{"name": "GPU", "type": "STRINGSET", "stringSetValue": ["g0"]}]},
-    ]
-    assert bg.free_gpus(instances) == 2
-    assert bg.capacity_verdict(2, 2, [], "c")[0]
-    ok, why = bg.capacity_verdict(4, 2, [], "c")
-    assert not ok and "needs 4 GPUs" in why and "2 are free" in why
-    assert bg.capacity_verdict(4, 2, ["gpu"], "c")[0]
-    assert bg.capacity_verdict(0, 0, [], "c")[0]
+def test_managed_scaling_providers():
+    """Which capacity providers the capacity phase asks for Auto Scaling headroom (placement: test_placement.py)."""
     providers = [
         {"name": "a", "status": "ACTIVE", "autoScalingGroupProvider": {"managedScaling": {"status": "ENABLED"}}},
         {"name": "b", "status": "ACTIVE", "autoScalingGroupProvider": {"managedScaling": {"status": "DISABLED"}}},

@@ -108,9 +108,33 @@ class FakeAws:
     def describe_capacity_providers(self, aws_retry: bool, capacityProviders: list) -> dict:
         return {
             "capacityProviders": [
-                {"name": "gpu", "status": "ACTIVE", "autoScalingGroupProvider": {"managedScaling": {"status": "ENABLED"}}}
+                {
+                    "name": "gpu",
+                    "status": "ACTIVE",
+                    "autoScalingGroupProvider": {
+                        "autoScalingGroupArn": "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0:autoScalingGroupName/gpu",
+                        "managedScaling": {"status": "ENABLED"},
+                    },
+                }
             ]
         }
+
+    # Auto Scaling and EC2: a group of 1-GPU instances with room for 4 more (the capacity phase's headroom)
+    def describe_auto_scaling_groups(self, aws_retry: bool, AutoScalingGroupNames: list) -> dict:
+        group = {"AutoScalingGroupName": "gpu", "MaxSize": 4, "DesiredCapacity": 0, "Instances": []}
+        return {"AutoScalingGroups": [dict(group, LaunchTemplate={"LaunchTemplateName": "gpu", "Version": "$Default"})]}
+
+    def describe_launch_template_versions(self, aws_retry: bool, LaunchTemplateName: str, Versions: list) -> dict:
+        return {"LaunchTemplateVersions": [{"LaunchTemplateData": {"InstanceType": "g5.xlarge"}}]}
+
+    def describe_instance_types(self, aws_retry: bool, InstanceTypes: list) -> dict:
+        g5 = {
+            "InstanceType": "g5.xlarge",
+            "GpuInfo": {"Gpus": [{"Count": 1}]},
+            "VCpuInfo": {"DefaultVCpus": 4},
+            "MemoryInfo": {"SizeInMiB": 16384},
+        }
+        return {"InstanceTypes": [g5]}
 
     # ELBv2
     def describe_target_groups(self, aws_retry: bool, TargetGroupArns: list) -> dict:
@@ -177,7 +201,7 @@ def params(**kw: Any) -> dict[str, Any]:
 
 
 def runner(aws: FakeAws, clock: FakeClock | None = None, check_mode: bool = False, **kw: Any) -> Runner:
-    return Runner(params(**kw), Clients(aws, aws, aws), check_mode=check_mode, clock=clock or FakeClock(), triton=FakeTriton)
+    return Runner(params(**kw), Clients(aws, aws, aws, aws, aws), check_mode=check_mode, clock=clock or FakeClock(), triton=FakeTriton)
 
 
 def test_full_cutover_counts_only_the_told_waits():
@@ -227,7 +251,7 @@ def test_check_mode_writes_nothing_and_lists_the_writes():
 def test_capacity_without_gpus_or_managed_scaling_fails_before_writing():
     aws = FakeAws()
     aws.managed_scaling = False
-    with pytest.raises(bg.PlanError, match="needs 2 GPUs"):
+    with pytest.raises(bg.PlanError, match=r"2 task\(s\) of 1 GPU"):
         runner(aws).run()
     assert aws.calls == []
     aws.gpus_free = 2
@@ -266,7 +290,7 @@ def test_drain_gives_up_at_its_timeout_and_scales_down_anyway():
             return {"nv_inference_pending_request_count": 0.0, "nv_inference_request_success": float(next(counter))}
 
     drain = {"timeout_s": 20, "quiet_period_s": 3, "metrics_urls": {"blue": ["http://blue:8002/metrics"]}, "wait_deregistration": False}
-    run = Runner(params(bake_time_s=0, drain=drain), Clients(aws, aws, aws), clock=clock, triton=Busy)
+    run = Runner(params(bake_time_s=0, drain=drain), Clients(aws, aws, aws, aws, aws), clock=clock, triton=Busy)
     result = run.run()
     entry = next(e for e in result["timeline"] if e["phase"] == "drain")
     assert entry["outcome"] == "timed_out" and entry["duration_s"] == pytest.approx(20, abs=0.6)

@@ -63,6 +63,35 @@ def test_cutover_gate_alarms_and_dashboard(aws_client):
             "triton-blue-p99-latency",
             "triton-green-p99-latency",
             "triton-inference-failures",
+            "triton-gpu-memory",
         ]
     )
     assert [d["DashboardName"] for d in cloudwatch.list_dashboards()["DashboardEntries"]] == ["triton"]
+
+
+def test_live_colour_scales_on_requests_per_task(aws_client):
+    """fleet_autoscaling: blue (live, 2 tasks) has the scalable target and the target-tracking policy; green none."""
+    autoscaling = aws_client("application-autoscaling")
+    ids = ["service/inference/triton-blue", "service/inference/triton-green"]
+    targets = autoscaling.describe_scalable_targets(ServiceNamespace="ecs", ResourceIds=ids)["ScalableTargets"]
+    assert [(t["ResourceId"], t["MinCapacity"], t["MaxCapacity"]) for t in targets] == [(ids[0], 2, 4)]
+    policies = autoscaling.describe_scaling_policies(ServiceNamespace="ecs", ResourceId=ids[0])["ScalingPolicies"]
+    [policy] = [p for p in policies if p["ResourceId"] == ids[0]]
+    config = policy["TargetTrackingScalingPolicyConfiguration"]
+    assert policy["PolicyName"] == "triton-target-tracking" and config["TargetValue"] == 600
+    metrics = {m["Id"]: m for m in config["CustomizedMetricSpecification"]["Metrics"]}
+    assert metrics["signal"]["MetricStat"]["Metric"]["MetricName"] == "nv_inference_request_success"
+    assert {"Name": "ServiceName", "Value": "triton-blue"} in metrics["divisor"]["MetricStat"]["Metric"]["Dimensions"]
+
+
+def test_task_roles_trust_only_this_accounts_ecs_tasks(aws_client):
+    """The confused-deputy conditions fleet_iam writes: the task role names the account and its ECS ARNs, the instance role none."""
+    iam = aws_client("iam")
+    account = aws_client("sts").get_caller_identity()["Account"]
+    task = iam.get_role(RoleName="triton-task")["Role"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert task["Condition"]["StringEquals"] == {"aws:SourceAccount": account}
+    assert task["Condition"]["ArnLike"] == {"aws:SourceArn": f"arn:aws:ecs:*:{account}:*"}
+    execution = iam.get_role(RoleName="triton-task-execution")["Role"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert execution["Condition"] == {"StringEquals": {"aws:SourceAccount": account}}
+    instance = iam.get_role(RoleName="triton-ecs-instance")["Role"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert "Condition" not in instance

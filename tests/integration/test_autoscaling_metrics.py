@@ -1,0 +1,123 @@
+"""The metrics sidecar's configuration (playbooks/vars/metrics_sidecar.yml, rendered by ansible-playbook as
+deploy.yml renders it) against real Triton metrics text: the CPU tritonserver's own /metrics after inferences, and
+tests/fixtures/triton_metrics_gpu.txt, a SAMPLE in Triton's format for a GPU server (this machine has no GPU).
+
+The CloudWatch agent itself does not run here. `published()` applies the agent's documented rules for Prometheus
+to embedded metric format - static labels added to every sample, a declaration applies when its source labels
+joined by ';' match label_matcher, a metric is selected by a metric_selectors regex, and a dimension set is
+published for a sample only when the sample has every label of that set - to the text, so what is checked is the
+configuration we ship, with the agent's rules stood in by this function.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.triton import write_model
+
+RENDER = REPO_ROOT / "tests" / "integration" / "playbooks" / "render_metrics_sidecar.yml"
+GPU_SAMPLE = REPO_ROOT / "tests" / "fixtures" / "triton_metrics_gpu.txt"
+SAMPLE_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+MODEL_DIMENSIONS = (("App", "ClusterName"), ("App", "ClusterName", "model"))
+GPU_METRICS = ("nv_gpu_utilization", "nv_gpu_memory_used_bytes", "nv_gpu_memory_total_bytes")
+
+
+@pytest.fixture(scope="module")
+def sidecar() -> dict:
+    run = run_playbook(RENDER)
+    assert run.rc == 0, run.stdout[-3000:]
+    return run.result("Rendered")["ansible_facts"]["sidecar"]
+
+
+def configs(sidecar: dict) -> tuple[dict, dict]:
+    env = {e["name"]: e["value"] for e in sidecar["container"]["environment"]}
+    return yaml.safe_load(env["PROMETHEUS_CONFIG_CONTENT"]), json.loads(env["CW_CONFIG_CONTENT"])
+
+
+def samples(text: str) -> list[tuple[str, dict[str, str]]]:
+    out = []
+    for line in text.splitlines():
+        match = SAMPLE_LINE.match(line)
+        if match and not line.startswith("#"):
+            out.append((match["name"], dict(LABEL.findall(match["labels"] or ""))))
+    return out
+
+
+def published(sidecar: dict, text: str) -> set[tuple[str, tuple]]:
+    """(metric, ((dimension, value), ...)) the agent would publish from this scrape, by its documented rules."""
+    prometheus, agent = configs(sidecar)
+    job = prometheus["scrape_configs"][0]
+    static = {"job": job["job_name"], **job["static_configs"][0]["labels"]}
+    emf = agent["logs"]["metrics_collected"]["prometheus"]["emf_processor"]
+    out = set()
+    for name, labels in samples(text):
+        labels = {**static, **labels}
+        for declaration in emf["metric_declaration"]:
+            source = ";".join(labels.get(label, "") for label in declaration["source_labels"])
+            if not re.search(declaration["label_matcher"], source):
+                continue
+            if not any(re.search(selector, name) for selector in declaration["metric_selectors"]):
+                continue
+            for dimensions in declaration["dimensions"]:
+                if all(d in labels for d in dimensions):
+                    out.add((name, tuple(sorted((d, labels[d]) for d in dimensions))))
+    return out
+
+
+def test_the_rendered_container_is_the_cloudwatch_agent_with_both_configs(sidecar):
+    prometheus, agent = configs(sidecar)
+    assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == ["localhost:8002"]
+    assert agent["logs"]["metrics_collected"]["prometheus"]["prometheus_config_path"] == "env:PROMETHEUS_CONFIG_CONTENT"
+    assert agent["logs"]["metrics_collected"]["prometheus"]["emf_processor"]["metric_namespace"] == sidecar["namespace"] == "Triton"
+    assert sidecar["dimensions"] == {"ClusterName": "inference", "App": "triton"}
+
+
+def test_real_cpu_triton_metrics_are_published_per_model(sidecar, tmp_path: Path, triton_server):
+    """The CPU tritonserver after two inferences: every per-model metric with and without the model dimension."""
+    write_model(tmp_path / "repo", "simple")
+    server = triton_server(tmp_path / "repo", models=("simple",))
+    server.infer("simple", [1.0, 2.0])
+    server.infer("simple", [3.0])
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as resp:
+        text = resp.read().decode()
+    found = published(sidecar, text)
+    model_metrics = [m for m in sidecar["metrics"] if m not in GPU_METRICS]
+    for metric in model_metrics:
+        assert (metric, (("App", "triton"), ("ClusterName", "inference"))) in found, metric
+        assert (metric, (("App", "triton"), ("ClusterName", "inference"), ("model", "simple"))) in found, metric
+    # the CPU server exposes no GPU metrics (--allow-gpu-metrics=false), and nothing unlisted is published
+    assert {name for name, _ in found} == set(model_metrics)
+
+
+def test_gpu_sample_publishes_gpu_utilisation_and_memory(sidecar):
+    found = published(sidecar, GPU_SAMPLE.read_text())
+    cluster = (("App", "triton"), ("ClusterName", "inference"))
+    for metric in GPU_METRICS:
+        assert (metric, cluster) in found, metric
+    for model in ("resnet50", "bert"):
+        assert ("nv_inference_queue_duration_us", (*cluster, ("model", model))) in found
+        assert ("nv_inference_compute_infer_duration_us", (*cluster, ("model", model))) in found
+    # GPU metrics carry no model label, so they are never published with one; power and CPU metrics are not selected
+    assert not any(name in GPU_METRICS and len(dims) == 3 for name, dims in found)
+    assert {name for name, _ in found} == set(sidecar["metrics"])
+
+
+def test_what_scaling_and_alarms_read_is_published(sidecar):
+    """Every metric the autoscaling and alarm defaults name is one the sidecar publishes."""
+    scaling = yaml.safe_load((REPO_ROOT / "roles" / "fleet_autoscaling" / "defaults" / "main.yml").read_text())
+    alarms = yaml.safe_load((REPO_ROOT / "roles" / "fleet_alarms" / "defaults" / "main.yml").read_text())
+    used = {
+        scaling["fleet_autoscaling_target_tracking"]["metric"],
+        scaling["fleet_autoscaling_step_scaling"]["metric"],
+        alarms["fleet_alarms_triton_failure_metric"],
+        *alarms["fleet_alarms_gpu_memory_metrics"],
+    }
+    assert used <= set(sidecar["metrics"]), used - set(sidecar["metrics"])
