@@ -166,6 +166,14 @@ def _post(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> object:
     return json.loads(raw) if raw else None
 
 
+def repository_index(http_url: str, timeout_s: float = HTTP_TIMEOUT_S) -> list[dict]:
+    """Triton's repository index: every model version it knows, with its state."""
+    index = _post(f"{http_url}/v2/repository/index", timeout_s)
+    if not isinstance(index, list):
+        raise ValueError(f"repository index is not a list: {index!r}")
+    return index
+
+
 def unload_models(
     http_url: str,
     timeout_s: float,

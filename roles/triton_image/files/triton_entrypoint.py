@@ -21,6 +21,11 @@ Configuration comes from the environment (the image sets defaults; the task defi
   TRITON_DRAIN_WATCH_S       metrics sampling interval while serving, so a quiet server stops at once (1)
   TRITON_DRAIN_UNLOAD        true: once quiet, unload the models before SIGTERM (tritonserver then exits at once,
                              instead of checking for live models once a second while it unloads them) (true)
+  TRITON_STOP_TIMEOUT_S      the container's stop timeout (ECS stopTimeout). The entrypoint's own budget from the first
+                             SIGTERM is this minus 2 s; when it is spent, tritonserver (and the python-backend stubs) are
+                             killed and the log says what was cut short, so ECS's SIGKILL never decides. Unset: the
+                             drain timeout + 15 s unload + exit timeout + 2 s. tritonserver does not stop while a model
+                             loads (a load request in flight keeps it alive past --exit-timeout-secs): the budget does.
 Python stdlib only: it runs inside the Triton image.
 """
 
@@ -41,6 +46,8 @@ import triton_drain
 EX_CONFIG = 78  # sysexits: configuration error; the pre-start check failed
 NVIDIA_SMI_TIMEOUT_S = 10
 UNLOAD_TIMEOUT_S = 15  # then SIGTERM anyway: tritonserver's exit timeout still bounds the shutdown
+STOP_MARGIN_S = 2.0  # the budget ends this long before the container's stop timeout: time to kill and exit
+PROBE_TIMEOUT_S = 0.5  # asking Triton what it is doing, before the kill, must not eat the margin
 
 # Minimum Linux driver per CUDA major version (CUDA minor-version compatibility, from the CUDA toolkit release
 # notes). NGC images also carry forward-compatibility libraries; override with TRITON_MIN_DRIVER_VERSION.
@@ -158,6 +165,33 @@ def server_command(env: dict[str, str], extra: list[str]) -> list[str]:
     return cmd + shlex.split(env.get("TRITON_EXTRA_ARGS", "")) + extra
 
 
+def stop_budget_s(env: dict[str, str]) -> float:
+    """Seconds from the first SIGTERM until the entrypoint kills tritonserver, whatever it is doing."""
+    stop_timeout = env.get("TRITON_STOP_TIMEOUT_S", "").strip()
+    if stop_timeout:
+        return max(1.0, float(stop_timeout) - STOP_MARGIN_S)
+    drain = float(env.get("TRITON_DRAIN_TIMEOUT_S", "30"))
+    exit_timeout = float(env.get("TRITON_EXIT_TIMEOUT_S", "30"))
+    return drain + UNLOAD_TIMEOUT_S + exit_timeout + STOP_MARGIN_S
+
+
+def what_is_cut_short(index: list[dict] | None, load_at_start: str) -> str:
+    """One line naming what the kill interrupts, from Triton's repository index (None: Triton did not answer)."""
+    if index is None:
+        models = load_at_start.strip() or "none named"
+        return f"tritonserver did not answer (still starting, or stuck); models to load at start: {models}"
+    busy = sorted(
+        f"{e.get('name')} {e.get('version', '')} {e['state']}".replace("  ", " ")
+        for e in index
+        if e.get("state") in ("LOADING", "UNLOADING")
+    )
+    ready = sorted({str(e.get("name")) for e in index if e.get("state") == "READY"})
+    parts = [f"model loads/unloads in progress: {', '.join(busy)}" if busy else "no model load in progress"]
+    if ready:
+        parts.append(f"still serving: {', '.join(ready)}")
+    return "; ".join(parts)
+
+
 def log(message: str) -> None:
     print(f"triton-entrypoint: {message}", file=sys.stderr, flush=True)
 
@@ -173,7 +207,10 @@ class Supervisor:
         self.tracker = triton_drain.QuietTracker()
         self.stopping = threading.Event()
         self.forwarded = threading.Event()
+        self.exited = threading.Event()
         self.metrics_url = triton_drain.metrics_url(self.env)
+        self.budget_s = stop_budget_s(self.env)
+        self.deadline = float("inf")
 
     def fetch(self) -> dict[str, float]:
         return triton_drain.fetch_metrics(self.metrics_url)
@@ -187,11 +224,17 @@ class Supervisor:
             except (OSError, ValueError):
                 continue
 
+    def left_s(self, keep_for_exit: float = 0.0) -> float:
+        """Seconds of the stop budget left, keeping `keep_for_exit` for what comes after."""
+        return max(0.0, self.deadline - time.monotonic() - keep_for_exit)
+
     def drain_then_forward(self, signum: int) -> None:
+        # tritonserver's own exit timeout comes after the drain and the unload: keep room for it in the budget
+        exit_timeout = float(self.env.get("TRITON_EXIT_TIMEOUT_S", "30"))
         result = triton_drain.wait_until_quiet(
             self.fetch,
             self.tracker,
-            timeout_s=float(self.env.get("TRITON_DRAIN_TIMEOUT_S", "30")),
+            timeout_s=min(float(self.env.get("TRITON_DRAIN_TIMEOUT_S", "30")), self.left_s(exit_timeout)),
             quiet_s=float(self.env.get("TRITON_DRAIN_QUIET_S", triton_drain.DEFAULT_QUIET_S)),
         )
         log(f"drain {'done' if result.quiet else 'cut short'} after {result.waited_s:.1f}s ({result.reason})")
@@ -200,7 +243,7 @@ class Supervisor:
         if result.quiet and is_true(self.env.get("TRITON_DRAIN_UNLOAD", "true")):
             started = time.monotonic()
             try:
-                done, models = triton_drain.unload_models(triton_drain.http_url(self.env), UNLOAD_TIMEOUT_S)
+                done, models = triton_drain.unload_models(triton_drain.http_url(self.env), min(UNLOAD_TIMEOUT_S, self.left_s(exit_timeout)))
                 log(f"unloaded {len(models)} model(s) in {time.monotonic() - started:.1f}s" + ("" if done else " (timed out)"))
             except (OSError, ValueError) as exc:
                 log(f"unloading models before SIGTERM failed ({exc}); tritonserver will unload them")
@@ -221,13 +264,32 @@ class Supervisor:
                 self.forward(signum)
             return
         self.stopping.set()
-        log(f"{signal.Signals(signum).name} received; draining until Triton is quiet")
+        self.deadline = time.monotonic() + self.budget_s
+        log(f"{signal.Signals(signum).name} received; draining until Triton is quiet (stop budget {self.budget_s:g}s)")
+        threading.Thread(target=self.enforce_budget, daemon=True).start()
         threading.Thread(target=self.drain_then_forward, args=(signum,), daemon=True).start()
+
+    def enforce_budget(self) -> None:
+        """When the stop budget is spent and tritonserver still runs, say what it was doing and kill its process group."""
+        if self.exited.wait(max(0.0, self.left_s(PROBE_TIMEOUT_S))):
+            return
+        try:
+            index = triton_drain.repository_index(triton_drain.http_url(self.env), PROBE_TIMEOUT_S)
+        except (OSError, ValueError):
+            index = None
+        if self.exited.wait(self.left_s()):
+            return
+        cut_short = what_is_cut_short(index, self.env.get("TRITON_LOAD_MODELS", ""))
+        log(f"stop budget of {self.budget_s:g}s spent and tritonserver still runs; killing it. Cut short: {cut_short}")
+        if self.proc and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own group: the python-backend stubs go too
 
     def run(self, cmd: list[str]) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self.on_signal)
-        self.proc = subprocess.Popen(cmd)
+        # Its own process group, so the stop budget can end tritonserver and its backend stubs at once.
+        self.proc = subprocess.Popen(cmd, start_new_session=True)
         if self.forwarded.is_set():  # the signal came before tritonserver existed: nothing to drain
             self.forward(signal.SIGTERM)
         threading.Thread(target=self.watch, daemon=True).start()
@@ -242,6 +304,7 @@ class Supervisor:
             except ChildProcessError:
                 return self.proc.returncode if self.proc.returncode is not None else 1
             if pid == self.proc.pid:
+                self.exited.set()
                 self.proc.returncode = os.waitstatus_to_exitcode(status)
                 code = self.proc.returncode
                 return 128 - code if code < 0 else code
