@@ -34,8 +34,10 @@ class MotoServer:
         """Start the server; `detach` puts it in a session of its own, so it outlives the process that started it."""
         moto = Path(sys.executable).with_name("moto_server")
         log = self.log_path.open("w")
+        # The request recorder (off until /moto-api/recorder/start-recording) writes beside the log, not in the cwd.
+        env = dict(os.environ, MOTO_RECORDER_FILEPATH=str(self.log_path.with_suffix(".recording.jsonl")))
         self._proc = subprocess.Popen(
-            [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=detach
+            [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=detach, env=env
         )
         wait_until(self._is_up, 30, "moto server")
         return self

@@ -1,0 +1,29 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The one place this collection asks who the caller is (STS) and what it may do (IAM's policy simulator).
+
+Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
+and calls it with `aws_retry=True`; botocore errors propagate for the caller to report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def get_caller_identity(sts: Any) -> dict[str, str]:
+    """{Account, Arn, UserId} of the credentials in use."""
+    found = sts.get_caller_identity(aws_retry=True)
+    return {"Account": found["Account"], "Arn": found["Arn"], "UserId": found["UserId"]}
+
+
+def simulate_principal_policy(iam: Any, principal_arn: str, actions: list[str]) -> list[dict[str, Any]]:
+    """IAM's evaluation of each action for the principal, against every resource ("*"), across pages."""
+    results: list[dict[str, Any]] = []
+    query: dict[str, Any] = {"PolicySourceArn": principal_arn, "ActionNames": actions}
+    while True:
+        page = iam.simulate_principal_policy(aws_retry=True, **query)
+        results += page.get("EvaluationResults", [])
+        if not page.get("IsTruncated"):
+            return results
+        query["Marker"] = page["Marker"]

@@ -1,0 +1,211 @@
+#!/usr/bin/python
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: preflight
+short_description: Name every problem of an inventory at once, before anything is written
+version_added: 0.1.0
+description:
+  - Reads the inventory's files and lists every value that still carries a placeholder marker (the example
+    account C(111111111111), example ids and names, C(REPLACE_) values), each with its variable and file.
+  - Checks the required settings it is given (missing or malformed), each reported with its fix.
+  - Reads the caller identity (STS C(GetCallerIdentity)) and refuses credentials of another account than
+    O(account_id), naming both ids, the region and how to switch profile.
+  - With O(simulate_iam), asks IAM's policy simulator whether the caller may call each of O(iam_actions), and lists
+    the ones it may not.
+  - Fails once, with all the problems found, so one run shows everything to fix. Only reads; never writes.
+author:
+  - inferops maintainers (@inferops)
+options:
+  inventory_sources:
+    description: The inventory sources (files or directories) whose files are searched for placeholders, usually
+      C(ansible_inventory_sources); their C(group_vars/) and C(host_vars/) are searched too.
+    type: list
+    elements: path
+    default: []
+  base_dir:
+    description: Files below this directory are named relative to it (the directory ansible-playbook ran in).
+    type: path
+  values:
+    description: The values the play sees for the inventory's variables (name to value). A placeholder overridden
+      elsewhere (C(-e), a later file) is then not reported.
+    type: dict
+  markers:
+    description: Regular expression to what it stands for; a value matching one is a placeholder. Empty uses the
+      markers of C(inventories/example).
+    type: dict
+    default: {}
+  settings:
+    description: Required settings to check, each C({name, value, fix}) with an optional C(pattern) (matched
+      against the value, or each item of a list) and C(applies) (V(false) skips it).
+    type: list
+    elements: dict
+    default: []
+  account_id:
+    description: The account the inventory deploys to (C(aws_account_id)); the caller's account must equal it.
+    type: str
+    required: true
+  simulate_iam:
+    description: Also check the caller's permissions for O(iam_actions) with IAM's policy simulator.
+    type: bool
+    default: false
+  iam_actions:
+    description: Actions to simulate, besides those of O(iam_policy_doc).
+    type: list
+    elements: str
+    default: []
+  iam_policy_doc:
+    description: A Markdown file whose JSON policies under the heading O(iam_policy_section) name the actions to
+      simulate (the collection's docs/iam.md).
+    type: path
+  iam_policy_section:
+    description: The heading of O(iam_policy_doc) whose policies apply, e.g. V(deploy.yml).
+    type: str
+    default: deploy.yml
+  principal_arn:
+    description: The principal to simulate; default the caller (an assumed role's session becomes its role, which
+      must then have no path).
+    type: str
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+attributes:
+  check_mode:
+    description: Only reads, so it runs the same in check mode.
+    support: full
+  diff_mode:
+    description: Nothing to change, so nothing to diff.
+    support: none
+notes:
+  - moto does not implement C(SimulatePrincipalPolicy), so O(simulate_iam) is exercised against real AWS only.
+  - The simulator evaluates each action on resource C(*); an action allowed only on named resources is listed as
+    missing, so read the list against docs/iam.md.
+"""
+
+EXAMPLES = r"""
+- name: Preflight (placeholders, required settings, account)
+  inferops.triton_ecs.preflight:
+    inventory_sources: "{{ ansible_inventory_sources }}"
+    account_id: "{{ aws_account_id }}"
+    region: "{{ aws_region }}"
+    settings:
+      - name: aws_region
+        value: "{{ aws_region | default(none) }}"
+        pattern: '^[a-z]{2}(-[a-z]+)+-[0-9]+$'
+        fix: the region to deploy to, e.g. eu-west-1
+"""
+
+RETURN = r"""
+placeholders:
+  description: Every placeholder left, with its variable, file, value and what its marker stands for.
+  returned: always
+  type: list
+  elements: dict
+problems:
+  description: Every problem found, one sentence each (placeholders, settings, account, permissions).
+  returned: always
+  type: list
+  elements: str
+caller:
+  description: The caller identity (C(Account), C(Arn), C(UserId)); empty when it could not be read.
+  returned: always
+  type: dict
+account_id:
+  description: The account the inventory deploys to.
+  returned: always
+  type: str
+region:
+  description: The region the play works in.
+  returned: always
+  type: str
+missing_permissions:
+  description: The actions the simulator denies (with O(simulate_iam)).
+  returned: always
+  type: list
+  elements: str
+"""
+
+from pathlib import Path  # noqa: E402
+
+import yaml  # noqa: E402
+
+try:
+    import boto3
+except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
+    boto3 = None
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _preflight  # noqa: E402
+
+
+class _InventoryLoader(yaml.SafeLoader):
+    """Reads Ansible's YAML: tagged values (!vault, !unsafe) are opaque, never placeholders."""
+
+
+_InventoryLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, object]]:
+    documents = []
+    for path in _preflight.inventory_files(sources):
+        try:
+            documents.append((_preflight.shown_path(path, base_dir), yaml.load(path.read_text(), Loader=_InventoryLoader)))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # not YAML (an INI inventory, a script): Ansible reports what it cannot read
+    return documents
+
+
+def main() -> None:
+    argument_spec = dict(
+        inventory_sources=dict(type="list", elements="path", default=[]),
+        base_dir=dict(type="path"),
+        values=dict(type="dict"),
+        markers=dict(type="dict", default={}),
+        settings=dict(type="list", elements="dict", default=[]),
+        account_id=dict(type="str", required=True),
+        simulate_iam=dict(type="bool", default=False),
+        iam_actions=dict(type="list", elements="str", default=[]),
+        iam_policy_doc=dict(type="path"),
+        iam_policy_section=dict(type="str", default="deploy.yml"),
+        principal_arn=dict(type="str"),
+    )
+    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = dict(module.params, region=module.region or "")
+    if params["simulate_iam"] and params["iam_policy_doc"]:
+        try:
+            policy_doc = Path(params["iam_policy_doc"]).read_text()
+        except OSError as e:
+            module.fail_json(msg=f"iam_policy_doc {params['iam_policy_doc']}: cannot read it ({e}); give the path of docs/iam.md")
+        params["iam_actions"] = sorted(
+            set(params["iam_actions"]) | set(_preflight.policy_actions(policy_doc, params["iam_policy_section"]))
+        )
+    profile = params.get("profile")
+    sts = iam = None
+    if profile and profile not in boto3.session.Session().available_profiles:
+        params["credentials_problem"] = (
+            f"aws_profile {profile!r} is not a profile of this machine (~/.aws/config): create it "
+            f"(aws configure sso --profile {profile}), or set aws_profile to one you have"
+        )
+    else:
+        sts = module.client("sts", retry_decorator=AWSRetry.jittered_backoff())
+        if params["simulate_iam"]:
+            iam = module.client("iam", retry_decorator=AWSRetry.jittered_backoff())
+    result = _preflight.run(params, _documents(params["inventory_sources"], params["base_dir"]), sts, iam)
+    if result["problems"]:
+        count = len(result["problems"])
+        module.fail_json(
+            msg=f"preflight: {count} problem{'s' if count > 1 else ''} to fix before anything is written:\n- "
+            + "\n- ".join(result["problems"]),
+            **result,
+        )
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
