@@ -329,6 +329,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definiti
     validate,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition_plan import absent, present  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition_secrets import values_to_hide  # noqa: E402
 
 
 def main() -> None:
@@ -377,7 +378,7 @@ def main() -> None:
         stop_timeout_s=dict(type="int", default=90),
         log_configuration=dict(type="dict"),
         environment=dict(type="dict", default={}),
-        # Values are ARNs of secrets, never secret values (validated), so they may be logged.
+        # Values are ARNs of secrets (validated), so they may be logged; a refused plain value is hidden (values_to_hide).
         secrets=dict(type="dict", default={}, no_log=False),
         execution_role_arn=dict(type="str"),
         task_role_arn=dict(type="str"),
@@ -397,6 +398,7 @@ def main() -> None:
         supports_check_mode=True,
         required_if=[("state", "present", ["image"])],
     )
+    module.no_log_values.update(values_to_hide(module.params))
     try:
         warnings = validate(module.params)
     except TaskDefinitionError as e:
