@@ -211,6 +211,7 @@ class Supervisor:
         self.metrics_url = triton_drain.metrics_url(self.env)
         self.budget_s = stop_budget_s(self.env)
         self.deadline = float("inf")
+        self.index_at_stop: list[dict] | None = None  # Triton refuses new HTTP connections once SIGTERM reaches it
 
     def fetch(self) -> dict[str, float]:
         return triton_drain.fetch_metrics(self.metrics_url)
@@ -231,6 +232,7 @@ class Supervisor:
     def drain_then_forward(self, signum: int) -> None:
         # tritonserver's own exit timeout comes after the drain and the unload: keep room for it in the budget
         exit_timeout = float(self.env.get("TRITON_EXIT_TIMEOUT_S", "30"))
+        self.index_at_stop = self.probe_index()
         result = triton_drain.wait_until_quiet(
             self.fetch,
             self.tracker,
@@ -247,8 +249,17 @@ class Supervisor:
                 log(f"unloaded {len(models)} model(s) in {time.monotonic() - started:.1f}s" + ("" if done else " (timed out)"))
             except (OSError, ValueError) as exc:
                 log(f"unloading models before SIGTERM failed ({exc}); tritonserver will unload them")
+        if self.forwarded.is_set():
+            return  # a second signal went through while the models unloaded
+        self.index_at_stop = self.probe_index() or self.index_at_stop
         log("stopping tritonserver")
         self.forward(signum)
+
+    def probe_index(self) -> list[dict] | None:
+        try:
+            return triton_drain.repository_index(triton_drain.http_url(self.env), PROBE_TIMEOUT_S)
+        except (OSError, ValueError):
+            return None
 
     def forward(self, signum: int) -> None:
         # os.kill, not Popen.poll/send_signal: only reap() may wait on the child, or its status could be lost
@@ -273,10 +284,9 @@ class Supervisor:
         """When the stop budget is spent and tritonserver still runs, say what it was doing and kill its process group."""
         if self.exited.wait(max(0.0, self.left_s(PROBE_TIMEOUT_S))):
             return
-        try:
-            index = triton_drain.repository_index(triton_drain.http_url(self.env), PROBE_TIMEOUT_S)
-        except (OSError, ValueError):
-            index = None
+        index = self.probe_index()
+        if index is None:
+            index = self.index_at_stop  # what it was doing when the SIGTERM was forwarded
         if self.exited.wait(self.left_s()):
             return
         cut_short = what_is_cut_short(index, self.env.get("TRITON_LOAD_MODELS", ""))
