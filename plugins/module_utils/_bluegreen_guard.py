@@ -52,9 +52,14 @@ class CutoverGuard:
         if self.lock is not None:
             self.lock.record(from_color, to_color, task_definition)
 
+    @staticmethod
+    def refuses(error: BaseException) -> bool:
+        """Whether this error means the run must not write any more (not even to clean up)."""
+        return isinstance(error, WriteRefused)
+
     def end(self, complete: bool, error: BaseException | None = None) -> None:
         """Release the lock when the run ends, unless the caller continues it, or this run must not write any more."""
-        if self.lock is None or isinstance(error, WriteRefused) or (self.keep_lock and not complete):
+        if self.lock is None or (error is not None and self.refuses(error)) or (self.keep_lock and not complete):
             return
         self.lock.release()
 

@@ -242,7 +242,8 @@ class Runner:
                     self._end(entry, "failed", entry["detail"])
             if self.guard is not None:
                 self.guard.end(complete=True, error=e)
-            self._restore_scale_in_after_failure()
+            if self.guard is None or not self.guard.refuses(e):
+                self._restore_scale_in_after_failure()
             raise
         if self.guard is not None:
             self.guard.end(complete=bool(result.get("failed_reason")) or result["phases_run"] == result["plan"]["phases"])
@@ -268,6 +269,8 @@ class Runner:
                 self.writes += self.scaling.planned(plan, phases)
             return self._result(plan, phases, start, planned=True)
         if self.scaling is not None and plan.action == "noop":
+            if self.guard is not None:
+                self.guard.check_controller()  # no lock is taken for a noop; check_free above saw no other run
             self.scaling.set_scale_in(plan.live, False)  # a cutover that never finished (a killed controller) held it
         failure = ""
         try:
@@ -307,7 +310,12 @@ class Runner:
     def _writes_ahead(self, plan: bg.Plan, phases: list[str]) -> bool:
         """Whether these phases can write (the standby phase also points the test listener)."""
         planned = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
-        return bool(planned) or "standby_up" in phases
+        return bool(planned) or "standby_up" in phases or (self.scaling is not None and bool(phases))
+
+    def _guard_write(self) -> None:
+        """Before a write that AWS state does not describe (autoscaling): the controller runs and the lock is held."""
+        if self.guard is not None:
+            self.guard.before_write()
 
     def _plan_under_lock(self) -> tuple[bg.Plan, list[str]]:
         """Take the lock, then observe and plan again: what this run acts on is read after the lock is held."""
@@ -444,6 +452,7 @@ class Runner:
     def phase_standby_up(self, plan: bg.Plan) -> None:
         entry = self._phase("standby_up")
         if self.scaling is not None:
+            self._guard_write()
             self.scaling.set_scale_in(plan.old, True)  # from here to the end of the cutover, the live colour does not shrink
         desired = self.desired_count()
         self.point_test_listener(plan.new)
@@ -572,6 +581,7 @@ class Runner:
     def phase_finish(self, plan: bg.Plan) -> None:
         entry = self._phase("finish")
         if self.scaling is not None:
+            self._guard_write()
             self.scaling.move(plan.old, plan.new)  # before the old colour is scaled down: its target would scale it back up
         old = self.colors[plan.old]
         if not self.scale_down_old:
@@ -605,6 +615,7 @@ class Runner:
         restored = self.clock.monotonic()
         restored_at = self.clock.stamp()
         if self.scaling is not None:
+            self._guard_write()
             self.scaling.move(plan.new, plan.old)  # the target and policies stay on (or go back to) the colour that serves
         self.scale(plan.new, 0)
         self.rollback = {
