@@ -1,4 +1,9 @@
-"""Verifies the AMI baked by playbooks/build_ami.yml on the simulated AL2023 host (molecule/gpu_ami)."""
+"""Verifies the AMI baked by playbooks/build_ami.yml on the SIMULATED AL2023 host (molecule/gpu_ami).
+
+Stand-ins (tests/fixtures/al2023/README.md): the RPMs, the kernel modules the kmod packages carry, nvidia-smi (told
+how many GPUs to report through NVIDIA_SMI_STANDIN_STATE), nv-fabricmanager, and sysfs-like PCI trees
+(NVIDIA_KMOD_LOAD_PCI_DEVICES) holding the device ids of old and new GPU generations and of an NVSwitch.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import json
 
 import pytest
 
-from tests.fixtures.al2023.build import DRIVER_NEWER, MOUNT_POINT
+from tests.fixtures.al2023.build import DRIVER_NEWER, KERNEL_MODULE_FILES, MOUNT_POINT, STANDIN_PCI_DEVICES
 
 DRIVER_PACKAGES = (
     "nvidia-driver",
@@ -18,7 +23,9 @@ DRIVER_PACKAGES = (
     "libnvidia-cfg",
 )
 TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")
-DRIVER_UNITS = ("nvidia-kmod-load.service", "nvidia-persistenced.service")
+DRIVER_UNITS = ("nvidia-kmod-load.service", "nvidia-persistenced.service", "nvidia-fabricmanager.service")
+KMOD_LOAD = "/usr/libexec/inferops/nvidia-kmod-load"
+GPU_HEALTH = "/usr/libexec/inferops/gpu-health"
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +50,23 @@ def systemd_props(host, unit: str, *props: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines())
 
 
+def standin_pci_tree(host, name: str, *devices: str) -> str:
+    """A sysfs-like PCI tree under /tmp holding the named STANDIN_PCI_DEVICES (vendor, device id, class)."""
+    root = f"/tmp/gpu_ami-pci-{name}"
+    host.check_output(f"rm -rf {root} && mkdir -p {root}")
+    for slot, device in enumerate(devices):
+        device_id, pci_class = STANDIN_PCI_DEVICES[device]
+        path = f"{root}/0000:00:{slot + 16:02x}.0"
+        host.check_output(
+            f"mkdir -p {path} && echo 0x10de > {path}/vendor && echo {device_id} > {path}/device && echo {pci_class} > {path}/class"
+        )
+    return root
+
+
 def test_pinned_driver_toolkit_docker_and_ecs_init_are_installed(host, pins):
-    kmod = "kmod-nvidia-open-dkms" if pins["nvidia_driver_kmod_flavour"] == "open" else "kmod-nvidia-latest-dkms"
-    versions = rpm_versions(host, *DRIVER_PACKAGES, kmod, *TOOLKIT_PACKAGES, "docker", "ecs-init")
-    for name in (*DRIVER_PACKAGES, kmod):
+    kmod = "kmod-nvidia-open-dkms"  # the resident flavour: the first of nvidia_driver_kmod_flavours
+    versions = rpm_versions(host, *DRIVER_PACKAGES, "nvidia-fabricmanager", kmod, *TOOLKIT_PACKAGES, "docker", "ecs-init")
+    for name in (*DRIVER_PACKAGES, "nvidia-fabricmanager", kmod):
         assert versions[name] == pins["nvidia_driver_version"], name
     for name in TOOLKIT_PACKAGES:
         assert versions[name] == pins["nvidia_container_toolkit_version"], name
@@ -126,10 +146,10 @@ def test_docker_and_ecs_start_after_the_driver_units_without_requiring_them(host
         assert "docker.service" in props["After"].split()
 
 
-def test_the_module_loader_runs_before_persistenced_docker_and_ecs(host):
+def test_the_module_loader_runs_before_persistenced_fabricmanager_docker_and_ecs(host):
     props = systemd_props(host, "nvidia-kmod-load.service", "Before", "UnitFileState")
     assert props["UnitFileState"] == "enabled"
-    assert {"nvidia-persistenced.service", "docker.service", "ecs.service"} <= set(props["Before"].split())
+    assert {"nvidia-persistenced.service", "nvidia-fabricmanager.service", "docker.service", "ecs.service"} <= set(props["Before"].split())
     assert systemd_props(host, "nvidia-persistenced.service", "UnitFileState")["UnitFileState"] == "enabled"
 
 
@@ -144,12 +164,97 @@ def test_module_loader_exits_0_without_an_nvidia_device(host):
     assert systemd_props(host, "nvidia-persistenced.service", "Result", "ConditionResult") == {"Result": "success", "ConditionResult": "no"}
 
 
-def test_module_loader_does_load_when_an_nvidia_device_exists(host):
-    # A fake PCI tree with an NVIDIA device: the loader must try modprobe (which fails here: no nvidia module).
-    host.check_output("mkdir -p /tmp/gpu_ami-pci/0000:00:1e.0 && echo 0x10de > /tmp/gpu_ami-pci/0000:00:1e.0/vendor")
-    result = host.run("NVIDIA_KMOD_LOAD_PCI_DEVICES=/tmp/gpu_ami-pci /usr/libexec/inferops/nvidia-kmod-load")
+def test_both_kernel_module_flavours_are_archived_for_the_running_kernel(host):
+    uname_r = host.check_output("uname -r")
+    for flavour in ("open", "proprietary"):
+        for module in KERNEL_MODULE_FILES:
+            archived = host.file(f"/usr/lib/modules/{uname_r}/inferops-nvidia-{flavour}/{module}")
+            assert archived.exists, archived.path
+            assert f"{flavour} flavour" in archived.content_string  # the stand-in module names the package it came from
+    # The packages conflict: only the resident (open) one stays installed, and it is the one locked.
+    assert host.run("rpm -q kmod-nvidia-latest-dkms").rc != 0
+    assert any(line.startswith("kmod-nvidia-open-dkms-0:") for line in versionlocks(host))
+
+
+@pytest.mark.parametrize(
+    ("gpus", "flavour"),
+    [
+        (("v100",), "proprietary"),  # Volta (p3): below Turing, the open modules cannot drive it
+        (("t4",), "open"),  # Turing (g4dn), the oldest generation the open modules drive
+        (("a10g", "a10g"), "open"),
+        (("h100", "nvswitch"), "open"),  # an NVSwitch does not count as a GPU
+    ],
+)
+def test_the_module_loader_picks_the_flavour_by_gpu_generation(host, gpus, flavour):
+    pci = standin_pci_tree(host, "-".join(gpus), *gpus)
+    result = host.run(f"NVIDIA_KMOD_LOAD_PCI_DEVICES={pci} {KMOD_LOAD}")
+    assert f"-> the {flavour} kernel module" in result.stdout, result.stdout + result.stderr
+    uname_r = host.check_output("uname -r")
+    depmod_conf = host.file("/etc/depmod.d/inferops-nvidia.conf").content_string
+    assert f"override nvidia {uname_r} inferops-nvidia-{flavour}" in depmod_conf
+    # Loading itself fails here: the stand-in modules are not kernel modules, and the container has no GPU.
     assert result.rc != 0
-    assert "nothing to load" not in result.stdout
+    host.run("rm -f /etc/depmod.d/inferops-nvidia.conf")
+
+
+def test_fabric_manager_starts_after_the_driver_and_before_docker_and_ecs(host):
+    props = systemd_props(host, "nvidia-fabricmanager.service", "After", "Before", "UnitFileState", "ExecCondition")
+    assert props["UnitFileState"] == "enabled"
+    assert {"nvidia-kmod-load.service", "nvidia-persistenced.service"} <= set(props["After"].split())
+    assert {"docker.service", "ecs.service"} <= set(props["Before"].split())
+    assert "/usr/libexec/inferops/nvidia-has-nvswitch" in props["ExecCondition"]
+
+
+def test_fabric_manager_is_skipped_without_an_nvswitch_and_runs_with_one(host):
+    host.run("systemctl stop nvidia-fabricmanager.service")
+    host.check_output("systemctl start nvidia-fabricmanager.service")  # no NVSwitch here: skipped, not failed
+    assert systemd_props(host, "nvidia-fabricmanager.service", "ActiveState", "Result")["ActiveState"] == "inactive"
+    assert systemd_props(host, "nvidia-fabricmanager.service", "Result")["Result"] != "failed"
+    pci = standin_pci_tree(host, "p4d", "h100", "nvswitch")
+    host.check_output(f"systemctl set-environment NVIDIA_KMOD_LOAD_PCI_DEVICES={pci}")
+    try:
+        host.check_output("systemctl start nvidia-fabricmanager.service")
+        assert systemd_props(host, "nvidia-fabricmanager.service", "ActiveState")["ActiveState"] == "active"
+    finally:
+        host.run("systemctl stop nvidia-fabricmanager.service")
+        host.run("systemctl unset-environment NVIDIA_KMOD_LOAD_PCI_DEVICES")
+
+
+def test_the_newer_fabric_manager_was_not_picked(host, pins):
+    assert f"nvidia-fabricmanager-{DRIVER_NEWER}-" in host.check_output(f"ls {MOUNT_POINT}/nvidia")
+    assert rpm_versions(host, "nvidia-fabricmanager")["nvidia-fabricmanager"] == pins["nvidia_driver_version"]
+    assert any(line.startswith(f"nvidia-fabricmanager-0:{pins['nvidia_driver_version']}-") for line in versionlocks(host))
+
+
+def test_the_ecs_agent_requires_the_gpu_count_check(host):
+    ecs = systemd_props(host, "ecs.service", "Requires", "After")
+    assert "gpu-count-check.service" in ecs["Requires"].split()
+    assert "gpu-count-check.service" in ecs["After"].split()
+    check = systemd_props(host, "gpu-count-check.service", "After", "UnitFileState")
+    assert {"nvidia-kmod-load.service", "nvidia-fabricmanager.service"} <= set(check["After"].split())
+    watch = systemd_props(host, "gpu-health-watch.service", "UnitFileState")
+    assert watch["UnitFileState"] == "enabled"
+    counts = json.loads(host.file("/etc/inferops/gpu-instance-types.json").content_string)
+    assert counts["g5.48xlarge"] == 8 and counts["p5.48xlarge"] == 8 and counts["g5g.16xlarge"] == 2
+
+
+@pytest.mark.parametrize(("gpus_seen", "rc"), [(3, 1), (4, 0)])
+def test_the_gpu_count_check_refuses_a_short_instance(host, gpus_seen, rc):
+    # The stand-in nvidia-smi reports gpus_seen GPUs; g5.12xlarge has 4 (the AMI's table). No AWS here: action drain.
+    settings = json.loads(host.file("/etc/inferops/gpu-health.json").content_string)
+    settings.update(action="drain", count_wait_s=1, count_poll_s=0.2)
+    host.check_output(f"echo '{json.dumps(settings)}' > /tmp/gpu_ami-health.json")
+    state = "/tmp/gpu_ami-gpus.csv"
+    host.check_output(f'rm -f {state}; for i in $(seq 0 {gpus_seen - 1}); do echo "$i, 00000000:00:1$i.0, 0, Not Active" >> {state}; done')
+    result = host.run(
+        f"NVIDIA_SMI_STANDIN_STATE={state} {GPU_HEALTH} check-count --settings /tmp/gpu_ami-health.json --instance-type g5.12xlarge"
+    )
+    assert result.rc == rc, result.stdout + result.stderr
+    if rc:
+        assert "g5.12xlarge should have 4 GPUs (the AMI's instance-type table) but nvidia-smi sees 3" in result.stdout
+        assert "keeping the ECS agent from registering" in result.stdout
+    else:
+        assert "has 4 of 4 GPUs" in result.stdout
 
 
 def test_ecs_waits_for_the_gpu_device_and_gives_up_after_a_bound(host):
