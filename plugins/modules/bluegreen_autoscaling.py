@@ -38,7 +38,9 @@ options:
     type: str
     required: true
   listener_arn:
-    description: Production listener whose default forward action holds the weights (to find the live colour). One of O(listener_arn) and O(listener_rule_arn) is required.
+    description:
+      - Production listener whose default forward action holds the weights (to find the live colour).
+      - One of O(listener_arn) and O(listener_rule_arn) is required.
     type: str
   listener_rule_arn:
     description: Production listener rule whose forward action holds the weights.
