@@ -132,26 +132,27 @@ missing_permissions:
 
 from pathlib import Path  # noqa: E402
 
-import yaml  # noqa: E402
-
 try:
     import boto3
 except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
     boto3 = None
+try:
+    import yaml
+except ImportError:  # pragma: no cover - main() reports the missing library
+    yaml = None
+
+from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _preflight  # noqa: E402
 
 
-class _InventoryLoader(yaml.SafeLoader):
-    """Reads Ansible's YAML: tagged values (!vault, !unsafe) are opaque, never placeholders."""
-
-
-_InventoryLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
 def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, object]]:
+    class _InventoryLoader(yaml.SafeLoader):
+        """Reads Ansible's YAML: tagged values (!vault, !unsafe) are opaque, never placeholders."""
+
+    _InventoryLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
     documents = []
     for path in _preflight.inventory_files(sources):
         try:
@@ -176,6 +177,8 @@ def main() -> None:
         principal_arn=dict(type="str"),
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
+    if yaml is None:
+        module.fail_json(msg=missing_required_lib("PyYAML"))
     params = dict(module.params, region=module.region or "")
     if params["simulate_iam"] and params["iam_policy_doc"]:
         try:
