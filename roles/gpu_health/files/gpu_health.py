@@ -8,7 +8,8 @@
                           count, GPU list and thermal slowdown. A verdict drains the ECS container instance and, once
                           its tasks have moved or after a bound, marks the instance Unhealthy.
 
-Settings come from /etc/inferops/gpu-health.json (written by the role). It runs on the instance with the system
+Settings come from /etc/inferops/gpu-health.json (written by the role); `region` and `instance_id` there, when set,
+replace the instance metadata's (a drill off EC2), and `aws_endpoint_url` points the AWS calls at another endpoint. It runs on the instance with the system
 python3 (3.9 on Amazon Linux 2023), imports nothing from the collection, and imports boto3 only for an AWS call.
 """
 
