@@ -3,7 +3,13 @@
 
 locals {
   build_time = formatdate("YYYYMMDDhhmmss", timestamp())
-  ami_name   = "${var.ami_name_prefix}-${local.build_time}"
+  ami_name   = "${var.ami_name_prefix}-${var.architecture}-${local.build_time}"
+
+  # One variable selects the architecture: the base image, the build instance, and the roles' packages ("aarch64" is
+  # what Ansible and dnf call arm64; NVIDIA's repository calls it "sbsa").
+  source_ami_name_filter = var.source_ami_name_filter != "" ? var.source_ami_name_filter : "al2023-ami-2023.*-kernel-6.1-${var.architecture}"
+  instance_type          = var.instance_type != "" ? var.instance_type : lookup({ x86_64 = "g4dn.xlarge", arm64 = "g5g.xlarge" }, var.architecture, "")
+  package_architecture   = lookup({ x86_64 = "x86_64", arm64 = "aarch64" }, var.architecture, "")
 
   # Every pin, passed to the playbook and written into the tags from this one map, so they cannot drift apart.
   pins = {
@@ -14,10 +20,11 @@ locals {
     ecs_agent_ecs_init_version       = var.ecs_agent_ecs_init_version
     ecs_agent_docker_version         = var.ecs_agent_docker_version
   }
-  ansible_extra_vars = merge(local.pins, { ami_cleanup_build_id = local.ami_name })
+  ansible_extra_vars = merge(local.pins, { ami_cleanup_build_id = local.ami_name, nvidia_driver_architecture = local.package_architecture })
 
   tags = merge(var.tags, local.pins, {
     Name               = local.ami_name
+    architecture       = var.architecture
     os_release_version = var.os_release_version
     built_by           = "packer:inferops.triton_ecs"
   })
@@ -26,13 +33,13 @@ locals {
 source "amazon-ebs" "gpu_ami" {
   region          = var.region
   ami_name        = local.ami_name
-  ami_description = "ECS GPU AMI (Amazon Linux 2023), NVIDIA driver ${var.nvidia_driver_version}"
-  instance_type   = var.instance_type
+  ami_description = "ECS GPU AMI (Amazon Linux 2023, ${var.architecture}), NVIDIA driver ${var.nvidia_driver_version}"
+  instance_type   = local.instance_type
 
   source_ami_filter {
     filters = {
-      name                = var.source_ami_name_filter
-      architecture        = "x86_64"
+      name                = local.source_ami_name_filter
+      architecture        = var.architecture
       root-device-type    = "ebs"
       virtualization-type = "hvm"
     }

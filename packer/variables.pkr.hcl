@@ -12,10 +12,21 @@ variable "ami_name_prefix" {
   default     = "inferops-ecs-gpu-al2023"
 }
 
+variable "architecture" {
+  type        = string
+  description = "CPU architecture of the AMI: \"x86_64\" (g4dn, g5, g6, g6e, p3, p4d, p5 ...) or \"arm64\" (Graviton: g5g). Selects the base image, the build instance type and the roles' package architecture."
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be \"x86_64\" or \"arm64\"."
+  }
+}
+
 variable "source_ami_name_filter" {
   type        = string
-  description = "Name filter for the Amazon Linux 2023 base image; the most recent match is used."
-  default     = "al2023-ami-2023.*-kernel-6.1-x86_64"
+  description = "Name filter for the Amazon Linux 2023 base image (the most recent match is used). Empty: AL2023 with kernel 6.1 for var.architecture."
+  default     = ""
 }
 
 variable "source_ami_owners" {
@@ -26,8 +37,8 @@ variable "source_ami_owners" {
 
 variable "instance_type" {
   type        = string
-  description = "Build instance type. GPU-capable (g4dn, g5, g6, p4d, ...) by default; the build itself never needs a GPU, so a CPU type also works."
-  default     = "g4dn.xlarge"
+  description = "Build instance type, of var.architecture. Empty: g4dn.xlarge (x86_64) or g5g.xlarge (arm64); the build never needs the GPU, so a CPU type works too."
+  default     = ""
 }
 
 variable "subnet_id" {
@@ -84,12 +95,12 @@ variable "nvidia_driver_version" {
 
 variable "nvidia_driver_kmod_flavour" {
   type        = string
-  description = "Kernel-module flavour: \"open\" (Turing and newer: T4, A10G, L4, A100, H100) or \"proprietary\" (Volta: V100)."
-  default     = "open"
+  description = "Kernel-module flavour loaded at boot: \"auto\" (open for Turing and newer: T4, T4G, A10G, L4, L40S, A100, H100, H200; proprietary for Volta: V100), or \"open\" / \"proprietary\" to force one. The AMI carries both on x86_64, open only on arm64."
+  default     = "auto"
 
   validation {
-    condition     = contains(["open", "proprietary"], var.nvidia_driver_kmod_flavour)
-    error_message = "nvidia_driver_kmod_flavour must be \"open\" or \"proprietary\"."
+    condition     = contains(["auto", "open", "proprietary"], var.nvidia_driver_kmod_flavour)
+    error_message = "nvidia_driver_kmod_flavour must be \"auto\", \"open\" or \"proprietary\"."
   }
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -105,12 +106,72 @@ def test_every_required_variable_is_pinned_in_the_release_file(variables):
     assert re.fullmatch(r"\d+\.\d+\.\d+", pins["nvidia_driver_version"])
 
 
-def test_source_ami_is_the_most_recent_al2023(source, variables):
+def evaluate(expression: str, variables: dict[str, str]) -> str:
+    """The few HCL forms the template's per-architecture locals use, evaluated for the given variables.
+
+    python-hcl2 parses but does not evaluate; this covers `var.x != "" ? var.x : E`, `lookup({k = "v"}, var.x, "")`
+    and a string with `${var.x}`, and fails on anything else so a new form cannot pass unchecked.
+    """
+    body = expression[2:-1] if expression.startswith("${") and expression.endswith("}") else expression
+    if match := re.fullmatch(r'var\.(\w+) != "" \? var\.\1 : (.+)', body):
+        return variables[match[1]] or evaluate(match[2], variables)
+    if match := re.fullmatch(r'lookup\(\{(.*)\}, var\.(\w+), ""\)', body):
+        return dict(re.findall(r'(\w+) = "([^"]*)"', match[1])).get(variables[match[2]], "")
+    if match := re.fullmatch(r'"([^"]*)"', body):
+        return re.sub(r"\$\{var\.(\w+)\}", lambda m: variables[m[1]], match[1])
+    raise AssertionError(f"the test cannot evaluate {expression}")
+
+
+def defaults_for(variables: dict, architecture: str) -> dict[str, str]:
+    values = {name: unquote(body.get("default", "")) for name, body in variables.items() if isinstance(body.get("default", ""), str)}
+    return {**values, "architecture": architecture}
+
+
+def test_source_ami_is_the_most_recent_al2023(source, variables, locals_):
     (ami_filter,) = source["source_ami_filter"]
     assert ami_filter["most_recent"] is True
-    assert ami_filter["filters"]["name"] == "${var.source_ami_name_filter}"
-    assert unquote(variables["source_ami_name_filter"]["default"]).startswith("al2023-ami-")
-    assert source["instance_type"] == "${var.instance_type}"
+    assert ami_filter["filters"]["name"] == "${local.source_ami_name_filter}"
+    assert ami_filter["filters"]["architecture"] == "${var.architecture}"
+    assert source["instance_type"] == "${local.instance_type}"
+    assert evaluate(locals_["source_ami_name_filter"], defaults_for(variables, "x86_64")).startswith("al2023-ami-")
+
+
+def test_the_architecture_variable_allows_x86_64_and_arm64_only(variables):
+    architecture = variables["architecture"]
+    assert unquote(architecture["default"]) == "x86_64"
+    (validation,) = architecture["validation"]
+    assert validation["condition"] == '${contains(["x86_64", "arm64"], var.architecture)}'
+
+
+@pytest.mark.parametrize(
+    ("architecture", "ami_suffix", "instance_type", "package_architecture"),
+    [("x86_64", "-x86_64", "g4dn.xlarge", "x86_64"), ("arm64", "-arm64", "g5g.xlarge", "aarch64")],
+)
+def test_one_variable_selects_base_image_build_instance_and_packages(
+    variables, locals_, architecture, ami_suffix, instance_type, package_architecture
+):
+    values = defaults_for(variables, architecture)
+    assert evaluate(locals_["source_ami_name_filter"], values) == f"al2023-ami-2023.*-kernel-6.1{ami_suffix}"
+    assert evaluate(locals_["instance_type"], values) == instance_type
+    assert evaluate(locals_["package_architecture"], values) == package_architecture
+    # An explicit instance type or name filter still wins.
+    assert evaluate(locals_["instance_type"], {**values, "instance_type": "c7g.large"}) == "c7g.large"
+    # The roles get the package architecture, which nvidia_driver accepts.
+    assert "nvidia_driver_architecture = local.package_architecture" in locals_["ansible_extra_vars"]
+    spec = yaml.safe_load((REPO / "roles" / "nvidia_driver" / "meta" / "argument_specs.yml").read_text())
+    assert package_architecture in spec["argument_specs"]["main"]["options"]["nvidia_driver_architecture"]["choices"]
+
+
+@pytest.mark.parametrize("architecture", ["x86_64", "arm64"])
+def test_the_default_build_instance_runs_the_architecture(variables, locals_, architecture):
+    """Checked against EC2's DescribeInstanceTypes data as moto ships it (recorded from AWS)."""
+    import gzip
+
+    import moto
+
+    types = json.loads(gzip.decompress((Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz").read_bytes()))
+    instance_type = evaluate(locals_["instance_type"], defaults_for(variables, architecture))
+    assert architecture in types[instance_type]["ProcessorInfo"]["SupportedArchitectures"]
 
 
 def test_imdsv2_is_required(source):
