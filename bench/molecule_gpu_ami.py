@@ -2,11 +2,19 @@
 
 Prints, one per line as `name: value`:
 
-  converge_seconds  the converge step (playbooks/build_ami.yml from a fresh container)
-  scenario_seconds  the whole sequence: dependency, destroy, syntax, create, prepare, converge, idempotence,
-                    verify, destroy
+  converge_seconds           the converge step (playbooks/build_ami.yml from a fresh container)
+  scenario_seconds           the whole sequence: dependency, destroy, syntax, create, prepare, converge,
+                             idempotence, verify, destroy
+  gpu_health_detect_seconds  from an injected Xid 79 (GPU fallen off the bus) to the container instance DRAINING
+                             in moto (target <= 30)
+  false_drains               single transient errors (Xid 13, 31, 43, one 94, one 63, one thermal reading) that
+                             drained the container instance (target 0)
 
-Exits non-zero when the scenario fails (the figures would not describe a working bake).
+The last two come from the GPU-health drill (tests/fixtures/al2023/gpu_health_drill.py): the gpu_health watcher runs
+on this machine, NOT in the molecule container (which cannot reach a moto server on the host), against a moto server
+with a stand-in kernel log and a stand-in nvidia-smi, with the role's default thresholds.
+
+Exits non-zero when the scenario or the drill fails (the figures would not describe a working bake).
 """
 
 from __future__ import annotations
@@ -15,14 +23,40 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 BIN = REPO / ".venv" / "bin"
 # "gpu_ami ➜ converge: Executing" (colour) or "[gpu_ami > converge] Executing" (NO_COLOR).
 STEP = re.compile(r"gpu_ami\s*(?:➜|>)\s*(\w+)\]?:?\s+(Executing|Executed)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\]8;;[^\x1b]*\x1b\\")
+
+
+def gpu_health_drill() -> tuple[float, int]:
+    """(seconds from an Xid 79 to DRAINING, transient scenarios that drained) on a moto server of its own."""
+    from tests.fixtures.al2023.gpu_health_drill import TRANSIENT_SCENARIOS, GpuHealthDrill
+    from tests.harness.moto import MotoServer
+
+    with tempfile.TemporaryDirectory(prefix="gpu_health-drill-") as tmp:
+        moto = MotoServer(Path(tmp)).start()
+        drill = GpuHealthDrill(moto, Path(tmp))
+        try:
+            false_drains = 0
+            for inject in TRANSIENT_SCENARIOS.values():
+                drill.start()
+                inject(drill)
+                false_drains += not drill.stays_active(settle_s=3 * drill.poll_interval_s + 1)
+                drill.stop()
+            drill.start()
+            detect_s = drill.seconds_until_draining(drill.inject_xid(79))
+            drill.stop()
+        finally:
+            drill.close()
+            moto.stop()
+    return detect_s, false_drains
 
 
 def main() -> int:
@@ -57,8 +91,11 @@ def main() -> int:
         sys.stderr.write("".join(log[-80:]))
         sys.stderr.write(f"molecule test -s gpu_ami failed (rc={rc})\n")
         return 1
+    detect_s, false_drains = gpu_health_drill()
     print(f"converge_seconds: {spent['converge']:.1f}")
     print(f"scenario_seconds: {total:.1f}")
+    print(f"gpu_health_detect_seconds: {detect_s:.1f}")
+    print(f"false_drains: {false_drains}")
     return 0
 
 
