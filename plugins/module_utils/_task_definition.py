@@ -329,6 +329,8 @@ def _validate_rendered(params: dict[str, Any]) -> tuple[list[str], list[str]]:
     # The Triton image was checked above (a tag may still be resolved through ECR); an overridden one is not.
     checked = dict(triton, image=triton["image"] if triton["image"] != params["image"] else None)
     errors, warnings = checks.check_container("container_overrides", {k: v for k, v in checked.items() if v is not None}, allowed)
+    # The Triton container's variables come from `environment` and `container_overrides` alike.
+    warnings = [w.replace("container_overrides.environment:", "environment (Triton container):", 1) for w in warnings]
     env = {e.get("name"): e.get("value") for e in triton.get("environment") or [] if isinstance(e, dict)}
     errors += _validate_final_stop_budget(params, env, triton.get("stopTimeout"))
     for i, container in enumerate(extras):
