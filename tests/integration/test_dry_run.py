@@ -18,6 +18,7 @@ from tests.harness.moto import MotoServer
 
 STANDBY_CONTAINER = "inferops-test-dry-run-standby"
 KNOWN_AFTER_APPLY = "(known after apply)"
+SLOW_START_TASK = "Slow start for Triton warm-up, and the deregistration delay (what a check run compares)"
 
 
 def _extra(moto: MotoServer) -> dict:
@@ -103,8 +104,8 @@ def test_check_with_one_input_changed_reports_only_its_task_with_a_diff(deployed
     start_recording(deployed)
     run = _deploy(deployed, check=True, fleet_load_balancing_slow_start_s=90)
     assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
-    assert run.changed_tasks == ["Slow start and deregistration delay (also what a check run compares)"]
-    changed = [r for r in run.results("Slow start and deregistration delay (also what a check run compares)")[0]["results"] if r["changed"]]
+    assert run.changed_tasks == [SLOW_START_TASK]
+    changed = [r for r in run.result(SLOW_START_TASK)["results"] if r["changed"]]
     assert len(changed) == 2  # blue and green
     assert all(r["diff"]["after"]["slow_start.duration_seconds"] == "90" for r in changed), changed
     assert writes(deployed) == []

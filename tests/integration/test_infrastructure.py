@@ -29,8 +29,9 @@ SKIPPABLE = {
     "Target response time p99 per colour (cutover gate)": "fleet_alarms_manage",
     "Triton inference failures (cutover gate)": "fleet_alarms_manage",
     "Dashboard of the service": "fleet_alarms_dashboard_manage",
+    "Scalable target and policies on the live colour": "fleet_autoscaling_manage",
     "Target groups, health-checked on Triton's readiness": "fleet_load_balancing_manage",
-    "Slow start for Triton warm-up": "fleet_load_balancing_manage",
+    "Slow start for Triton warm-up, and the deregistration delay (what a check run compares)": "fleet_load_balancing_manage",
 }
 
 
@@ -107,6 +108,22 @@ def published(result) -> dict[str, Any]:
     return task_result(result, "What the cutover needs")["msg"]
 
 
+def move_autoscaling(moto: MotoServer, old: str, new: str) -> None:
+    """What the bluegreen module does at finish: the scalable target and its policies from `old` to `new`."""
+    aas = moto.client("application-autoscaling")
+    ids = {c: f"service/{CLUSTER}/{APP}-{c}" for c in (old, new)}
+    scope = {"ServiceNamespace": "ecs", "ScalableDimension": "ecs:service:DesiredCount"}
+    target = aas.describe_scalable_targets(ResourceIds=[ids[old]], **scope)["ScalableTargets"][0]
+    aas.register_scalable_target(ResourceId=ids[new], MinCapacity=target["MinCapacity"], MaxCapacity=target["MaxCapacity"], **scope)
+    for policy in aas.describe_scaling_policies(ResourceId=ids[old], **scope)["ScalingPolicies"]:
+        config = json.loads(json.dumps(policy["TargetTrackingScalingPolicyConfiguration"]).replace(f'"{APP}-{old}"', f'"{APP}-{new}"'))
+        aas.put_scaling_policy(
+            PolicyName=policy["PolicyName"], ResourceId=ids[new], PolicyType=policy["PolicyType"],
+            TargetTrackingScalingPolicyConfiguration=config, **scope,
+        )  # fmt: skip
+    aas.deregister_scalable_target(ResourceId=ids[old], **scope)
+
+
 def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoServer, tmp_path: Path) -> None:
     net = network(moto_server)
     variables = extra_vars(moto_server, net, tmp_path)
@@ -152,7 +169,7 @@ def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoSer
     assert services[f"{APP}-blue"]["networkConfiguration"]["awsvpcConfiguration"]["assignPublicIp"] == "DISABLED"
 
     alarms = moto_server.client("cloudwatch").describe_alarms(AlarmNamePrefix=APP)["MetricAlarms"]
-    assert sorted(a["AlarmName"] for a in alarms) == sorted(out["alarm_names"])
+    assert sorted(a["AlarmName"] for a in alarms) == sorted([*out["alarm_names"], f"{APP}-gpu-memory"])  # not a gate
     assert len(out["alarm_names"]) == 5
     p99 = next(a for a in alarms if a["AlarmName"] == f"{APP}-green-p99-latency")
     assert p99["ExtendedStatistic"] == "p99"
@@ -193,6 +210,7 @@ def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoSer
     ecs.update_service(cluster=CLUSTER, service=f"{APP}-green", taskDefinition=net["task_definitions"][1], desiredCount=3)
     ecs.update_service(cluster=CLUSTER, service=f"{APP}-blue", desiredCount=0)
     moto_server.client("autoscaling").set_desired_capacity(AutoScalingGroupName="triton-gpu", DesiredCapacity=2)  # managed scaling's choice
+    move_autoscaling(moto_server, "blue", "green")  # as bluegreen (autoscaling: true) does at finish
 
     third = run(moto_server, variables)
     assert third.rc == 0, third.stderr[-2000:]
@@ -243,6 +261,10 @@ def test_skip_switches_leave_their_parts_alone(moto_server: MotoServer, tmp_path
         "fleet_alarms_manage": cloudwatch.describe_alarms()["MetricAlarms"] == [],
         "fleet_alarms_dashboard_manage": cloudwatch.list_dashboards()["DashboardEntries"] == [],
         "fleet_iam_manage": [r["RoleName"] for r in iam.list_roles()["Roles"] if r["RoleName"].startswith("triton")] == [],
+        "fleet_autoscaling_manage": moto_server.client("application-autoscaling").describe_scalable_targets(ServiceNamespace="ecs")[
+            "ScalableTargets"
+        ]
+        == [],
     }
     assert sorted(left_alone) == sorted([*switches, "fleet_iam_manage"])
     assert [s for s, ok in left_alone.items() if not ok] == []
