@@ -351,8 +351,9 @@ class Runner:
         return self.p.get("old_color", "scale_down") == "scale_down"
 
     def _restore_scale_in_after_failure(self) -> None:
-        """A failed run leaves scale-in as it found it on the colour with traffic (the next cutover suspends it again)."""
-        if self.scaling is None or not self.weights or self.check_mode:
+        """A failed run that wrote leaves scale-in restored on the colour with traffic (the next cutover suspends it
+        again). A run refused before its first write restores nothing: another run may hold the cutover and its scale-in."""
+        if self.scaling is None or not self.weights or self.check_mode or not self.writes:
             return
         try:
             self.scaling.set_scale_in(bg.live_color(self.weights), False)

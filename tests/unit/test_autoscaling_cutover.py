@@ -4,7 +4,10 @@ the cutover, target and policies moved at finish, what check mode plans, a re-ru
 
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _autoscaling as sc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Runner
 from tests.unit.test_autoscaling import PUBLISHED, FakeScaling
 from tests.unit.test_autoscaling import params as scaling_params
@@ -82,3 +85,12 @@ def test_a_noop_run_restores_scale_in_left_held_by_a_killed_controller():
     result = run(aws, scaling)
     assert result["decision"] == "noop" and result["actions"] == ["restore scale-in of triton-blue"]
     assert not scaling.targets[BLUE]["SuspendedState"]["DynamicScalingInSuspended"]
+
+
+def test_a_run_refused_before_writing_leaves_another_runs_scale_in_hold_alone():
+    aws, scaling = setup()
+    scaling.targets[BLUE]["SuspendedState"] = {"DynamicScalingInSuspended": True}  # another cutover holds it
+    aws.gpus_free, aws.managed_scaling = 0, False  # the capacity phase refuses this one before any write
+    with pytest.raises(bg.PlanError, match="cannot place the standby"):
+        run(aws, scaling)
+    assert scaling.targets[BLUE]["SuspendedState"]["DynamicScalingInSuspended"] and aws.calls == []
