@@ -61,7 +61,7 @@ class CutoverGuard:
         """Release the lock when the run ends, unless the caller continues it, or this run must not write any more."""
         if self.lock is None or (error is not None and self.refuses(error)) or (self.keep_lock and not complete):
             return
-        self.lock.release()
+        self.lock.release(taken_earlier=self.keep_lock)
 
     def check_controller(self) -> None:
         reason = self.watch.gone()

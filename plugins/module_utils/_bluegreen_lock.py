@@ -200,8 +200,10 @@ class CutoverLock:
     def refresh_due(self) -> bool:
         return self.entry is not None and self.entry.expires - self.now() < self.ttl_s / 2
 
-    def release(self) -> None:
-        if self.entry is not None:
+    def release(self, taken_earlier: bool = False) -> None:
+        """Remove our entry. `taken_earlier`: the owner may hold it from an earlier module call (the role's phases),
+        so look in AWS even when this call did not take it."""
+        if self.entry is not None or (taken_earlier and self.key in self.tags()):
             elb.remove_tags(self.elbv2, self.arn, [self.key])
             self.entry = None
 

@@ -159,6 +159,17 @@ def _holder_refreshes_while_waiting(store: TagStore, clock: Clock) -> list[str]:
     return [first, outcome(b.acquire)]
 
 
+def _role_releases_in_a_later_call(store: TagStore, clock: Clock) -> list[str]:
+    """The role takes the lock in one module call (standby_up) and ends in another (finish): that one releases it."""
+    standby_up = make_lock(store, "play-1", clock)
+    first = outcome(standby_up.acquire)
+    finish = make_lock(store, "play-1", clock)  # a new module process: it did not take the lock itself
+    finish.release(taken_earlier=True)
+    writes = store.writes
+    make_lock(store, "play-2", clock).release(taken_earlier=True)  # a call that never held it writes nothing
+    return [first, outcome(make_lock(store, "play-3", clock).acquire), str(store.writes - writes)]
+
+
 def _check_mode_sees_holder(store: TagStore, clock: Clock) -> list[str]:
     a, b = make_lock(store, "aaaa", clock), make_lock(store, "bbbb", clock)
     first = outcome(a.acquire)
@@ -179,6 +190,7 @@ def _check_mode_sees_holder(store: TagStore, clock: Clock) -> list[str]:
         (_three_at_once, ["ok", "held", "held"]),
         (_holder_refreshes_while_waiting, ["ok", "held"]),
         (_check_mode_sees_holder, ["ok", "held", "True"]),
+        (_role_releases_in_a_later_call, ["ok", "ok", "1"]),
     ],
     ids=lambda v: v.__name__.strip("_") if callable(v) else None,
 )
