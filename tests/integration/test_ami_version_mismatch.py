@@ -64,7 +64,8 @@ def test_nvidia_driver_refuses_a_repository_without_the_kernel_module_at_the_dri
     assert run.rc != 0
     task, msg = failure(run)
     assert task.endswith("nvidia_driver : Check that every pinned package is offered at nvidia_driver_version")
-    assert f"do not offer kmod-nvidia-open-dkms at nvidia_driver_version {DRIVER_PINNED}" in msg
+    # Both flavours of nvidia_driver_kmod_flavours are needed at the driver version; the repository has neither.
+    assert f"do not offer kmod-nvidia-open-dkms, kmod-nvidia-latest-dkms at nvidia_driver_version {DRIVER_PINNED}" in msg
     assert f"kmod-nvidia-open-dkms {DRIVER_OLD_KMOD}" in msg  # what the repository does offer
     assert "NVRM: API mismatch" in msg
     installed = subprocess.run(
