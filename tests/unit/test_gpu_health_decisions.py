@@ -119,3 +119,44 @@ def test_expected_gpus_reads_the_table_first_and_asks_ec2_for_the_rest():
 )
 def test_the_instance_is_marked_unhealthy_once_its_tasks_are_gone_or_after_the_bound(running, now, expected):
     assert gpu_health.should_mark_unhealthy(drained_at=0.0, now=now, running_tasks=running, replace_after_s=900) is expected
+
+
+class RecordingAws:
+    """The Aws client functions, recorded (no AWS): the container instance has `running` tasks."""
+
+    def __init__(self, running: int | None) -> None:
+        self.running = running
+        self.calls: list[str] = []
+
+    def container_instance(self):
+        return ("cluster", "arn:aws:ecs:us-east-1:111111111111:container-instance/cluster/abc")
+
+    def drain(self, cluster, arn):
+        self.calls.append("drain")
+
+    def running_tasks(self, cluster, arn):
+        return self.running
+
+    def mark_unhealthy(self):
+        self.calls.append("unhealthy")
+        return "i-0123456789abcdef0"
+
+
+@pytest.mark.parametrize(
+    ("action", "running", "steps", "calls", "done"),
+    [
+        ("drain_and_replace", 0, [0.0], ["drain", "unhealthy"], True),
+        ("drain_and_replace", 2, [0.0, 10.0], ["drain"], False),  # tasks still moving, bound not reached
+        ("drain_and_replace", 2, [0.0, 900.0], ["drain", "unhealthy"], True),  # the bound
+        ("drain", 0, [0.0, 900.0], ["drain"], True),
+        ("log", 0, [0.0, 900.0], [], False),  # keeps watching, never acts
+    ],
+)
+def test_the_responder_drains_once_then_replaces_as_the_action_says(action, running, steps, calls, done):
+    aws = RecordingAws(running)
+    responder = gpu_health.Responder({"action": action, "replace_after_s": 900}, aws)
+    for now in steps:
+        if not responder.done:
+            responder.step("Xid 79 on PCI:0000:00:1e", now)
+    assert aws.calls == calls
+    assert responder.done is done

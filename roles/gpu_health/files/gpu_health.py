@@ -326,9 +326,8 @@ class Responder:
         if self.verdict_at is None:
             self.verdict_at = now
             log(f"watch: UNHEALTHY: {reason}; action {action}")
-        if action == "log" or self.done:
-            self.done = True
-            return
+        if action == "log":
+            return  # keeps watching: every later event is still logged
         if self.drained_at is None:
             try:
                 self.ecs_instance = self.aws.container_instance()
