@@ -308,9 +308,9 @@ class Runner:
             raise bg.PlanError([f"{p}: {what} does not start while it is; nothing was written" for p in problems])
 
     def _writes_ahead(self, plan: bg.Plan, phases: list[str]) -> bool:
-        """Whether these phases can write (the standby phase also points the test listener)."""
-        planned = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
-        return bool(planned) or "standby_up" in phases or (self.scaling is not None and bool(phases))
+        """Whether this call works on a cutover (any phase to run): it holds the lock, refreshed through its waits
+        (a long drain included). A run with nothing to do takes no lock and writes nothing."""
+        return bool(phases) or plan.restore_first
 
     def _guard_write(self) -> None:
         """Before a write that AWS state does not describe (autoscaling): the controller runs and the lock is held."""
