@@ -153,9 +153,9 @@ def test_baked_models_are_in_the_image_and_a_changed_model_rebuilds(built, tmp_p
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"triton_image_allow_unpinned_base": False}, "set triton_image_base_digest to sha256:<64 hex>"),
-        ({"triton_image_base_digest": "sha256:abc"}, "digest='sha256:abc'"),
-        ({"triton_image_drain_timeout_s": 90}, "must fit ECS's stopTimeout"),
+        ({"triton_image_allow_unpinned_base": False}, "triton_image_base_digest is empty: pin"),
+        ({"triton_image_base_digest": "sha256:abc"}, 'triton_image_base_digest is "sha256:abc"'),
+        ({"triton_image_drain_timeout_s": 90}, "must fit ECS stopTimeout"),
     ],
 )
 def test_unusable_settings_are_refused_before_docker(built, overrides, expected):
