@@ -18,7 +18,11 @@ from tests.harness.moto import MotoServer
 
 STANDBY_CONTAINER = "inferops-test-dry-run-standby"
 KNOWN_AFTER_APPLY = "(known after apply)"
-SLOW_START_TASK = "Slow start for Triton warm-up, and the deregistration delay (what a check run compares)"
+CUTOVER_ROLE = "inferops.triton_ecs.bluegreen_cutover"
+# The json callback names a role's task "<role> : <task>".
+SLOW_START_TASK = (
+    "inferops.triton_ecs.fleet_load_balancing : Slow start for Triton warm-up, and the deregistration delay (what a check run compares)"
+)
 
 
 def _extra(moto: MotoServer) -> dict:
@@ -96,7 +100,7 @@ def test_check_on_an_up_to_date_deployment_changes_and_writes_nothing(deployed):
     assert writes(deployed) == []
     assert _state(deployed) == before
     # the cutover showed its plan without touching anything
-    assert run.result("Blue/green | 1 discover - which colour is live, what each runs")["plan"]["phases"] == []
+    assert run.result(f"{CUTOVER_ROLE} : Blue/green | 1 discover - which colour is live, what each runs")["plan"]["phases"] == []
 
 
 def test_check_with_one_input_changed_reports_only_its_task_with_a_diff(deployed):
@@ -125,5 +129,10 @@ def test_check_on_an_empty_account_shows_the_plan_without_failing_or_writing(tmp
     assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
     assert actions == []
     assert KNOWN_AFTER_APPLY in run.stdout
-    for task in ("Target groups a real run would create (check mode)", "Auto Scaling group changes a real run would make (check mode)"):
+    for task in (
+        "inferops.triton_ecs.fleet_load_balancing : Target groups a real run would create (check mode)",
+        "inferops.triton_ecs.fleet_capacity : Auto Scaling group changes a real run would make (check mode)",
+        "inferops.triton_ecs.fleet_services : Services a real run would create (check mode, what they use is created first)",
+        "The cutover a real run would make (check mode; the fleet is created first)",
+    ):
         assert task in run.changed_tasks, run.changed_tasks
