@@ -176,6 +176,15 @@ def _forwarding_resources(elbv2: Any, tgs: dict[str, str]) -> list[dict[str, Any
 
 def observe(ecs: Any, elbv2: Any, app: Application) -> None:
     """Fresh weights, record and colour states of an application whose production resource is known."""
+    observe_weights(elbv2, app)
+    app.record = parse_record(elb.describe_tags(elbv2, [app.production_arn]).get(app.production_arn, {}))
+    services = {s["serviceName"]: s for s in ecs_svc.describe_services(ecs, app.cluster, [f"{app.name}-{c}" for c in bg.COLORS])}
+    app.colors = {
+        c: bg.color_state(services[f"{app.name}-{c}"], elb.describe_target_health(elbv2, app.target_groups[c])) for c in bg.COLORS
+    }
+
+
+def observe_weights(elbv2: Any, app: Application) -> None:
     if app.is_rule:
         rule = elb.describe_rule(elbv2, app.production_arn)
         if rule is None:
@@ -187,11 +196,6 @@ def observe(ecs: Any, elbv2: Any, app: Application) -> None:
             raise PlanError(f"listener_arn {app.production_arn} does not exist")
         app.actions = listener["DefaultActions"]
     app.weights = bg.weights_from_actions(app.actions, app.target_groups)
-    app.record = parse_record(elb.describe_tags(elbv2, [app.production_arn]).get(app.production_arn, {}))
-    services = {s["serviceName"]: s for s in ecs_svc.describe_services(ecs, app.cluster, [f"{app.name}-{c}" for c in bg.COLORS])}
-    app.colors = {
-        c: bg.color_state(services[f"{app.name}-{c}"], elb.describe_target_health(elbv2, app.target_groups[c])) for c in bg.COLORS
-    }
 
 
 def rollback(
@@ -223,20 +227,21 @@ def rollback(
                 else:
                     elb.modify_listener(elbv2, app.production_arn, {"DefaultActions": fields})
                 seconds = time.monotonic() - restore_started
+                app.weights = weights
                 actions.append(f"set production weights {plan.to_color}=100 {plan.from_color}=0")
             if plan.scale_down:
                 guard.before_write()
-                observe(ecs, elbv2, app)
+                observe_weights(elbv2, app)
                 if app.weights[plan.from_color] > 0:
                     raise bg.StateChanged(f"{plan.from_color} has production traffic again: it is not scaled to 0")
                 ecs_svc.update_service(ecs, app.cluster, app.colors[plan.from_color].service, {"desiredCount": 0})
+                app.colors[plan.from_color].desired = 0
                 actions.append(f"update service {app.colors[plan.from_color].service}: 0 tasks")
         except BaseException as e:
             error = e
             raise
         finally:
             guard.end(complete=True, error=error)
-        observe(ecs, elbv2, app)
     elif plan.action == "rollback":
         if plan.set_weights:
             actions.append(f"set production weights {plan.to_color}=100 {plan.from_color}=0")
