@@ -146,7 +146,7 @@ def lint(policy: PolicyDocument) -> list[str]:
     """Every finding that is not inherent, as readable lines (empty: the document passes)."""
     problems = []
     for finding in analyze_policy_string(json.dumps(policy.document)).findings:
-        if any(finding.issue == issue and text in str(finding.detail) for issue, text, _ in INHERENT) and policy.is_trust_policy:
+        if any(finding.issue == issue and text in str(finding.detail) for issue, text, _reason in INHERENT) and policy.is_trust_policy:
             continue
         problems.append(f"parliament {finding.issue}: {finding.detail}")
     problems += [f"resource of another service: {pair}" for pair in foreign_resources(policy.document)]

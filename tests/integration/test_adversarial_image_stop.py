@@ -96,7 +96,7 @@ def test_adversarial_image_stop_during_a_model_load_ends_within_the_budget(tmp_p
         else:
             wait_until(lambda: "loading: slow:1" in container.logs(), 60, "the start-up load of slow", interval_s=0.2)
         started = time.monotonic()
-        for _ in range(signals - 1):
+        for _signal in range(signals - 1):
             subprocess.run(["docker", "kill", "-s", "TERM", container.name], check=True, capture_output=True)
             time.sleep(0.3)
         took, exit_code = container.stop(timeout_s=60)

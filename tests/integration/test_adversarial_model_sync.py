@@ -184,7 +184,7 @@ def test_adversarial_model_sync_repair_never_leaves_the_version_without_its_dire
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        for _ in range(5):
+        for _attempt in range(5):
             if damage == "missing-file":
                 (version_dir / "weights.bin").unlink()
             elif damage == "extra-file":

@@ -44,7 +44,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def played(shared_moto_server):
-    cases = [{"id": case_id, "params": params} for case_id, params, _ in CASES]
+    cases = [{"id": case_id, "params": params} for case_id, params, _expected in CASES]
     run = run_playbook(
         PLAYBOOK,
         {"aws_endpoint_url": shared_moto_server.endpoint, "td_family": FAMILY, "td_image": IMAGE, "td_cases": cases, "td_planted": PLANTED},
@@ -67,7 +67,7 @@ def test_adversarial_task_definition_refused_before_any_write(played, case_id, f
 
 def test_adversarial_task_definition_secret_looking_variable_warns(played):
     """Stand-in: moto server (ECS). A plain DB_PASSWORD registers, and the module warns naming it, not its value."""
-    _, run = played
+    _moto, run = played
     result = run.result("Register a good one with a secret-looking plain variable")
     assert result["changed"] is True
     assert any("DB_PASSWORD" in w and "secrets" in w for w in result["warnings"]), result.get("warnings")

@@ -87,10 +87,10 @@ def test_adversarial_image_stop_budget_ends_the_container_in_time(tmp_path, mode
     """Stand-in: a tritonserver stand-in that ignores SIGTERM like one loading a model. The entrypoint ends within budget."""
     proc = start(tmp_path, mode, **env)
     started = time.monotonic()
-    for _ in range(signals):
+    for _signal in range(signals):
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
-    _, stderr = proc.communicate(timeout=longest + 10)
+    _stdout, stderr = proc.communicate(timeout=longest + 10)
     took = time.monotonic() - started
     assert took <= longest + 0.5, (took, stderr)
     assert ("stop budget of" in stderr and "Cut short:" in stderr) is cut, stderr
