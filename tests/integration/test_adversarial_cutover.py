@@ -185,7 +185,9 @@ def test_adversarial_bad_input_refused_before_any_write(app):
     with its option, value and fix; AWS is exactly as before - services, weights, test listener, no lock tag."""
     app.moto.client("cloudwatch").set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason="5xx before the cutover")
     before = app.snapshot()
-    run = run_playbook(REFUSED_PLAYBOOK, {"bg_args": app.module_args("triton:2"), "bad_args": [a for a, _ in BAD_ARGS]}, env=app.moto.env())
+    run = run_playbook(
+        REFUSED_PLAYBOOK, {"bg_args": app.module_args("triton:2"), "bad_args": [args for args, _message in BAD_ARGS]}, env=app.moto.env()
+    )
     results = run.result("Refused")["results"]
     assert len(results) == len(BAD_ARGS)
     for result, (_args, message) in zip(results, BAD_ARGS, strict=True):

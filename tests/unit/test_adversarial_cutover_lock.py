@@ -152,7 +152,7 @@ def _holder_refreshes_while_waiting(store: TagStore, clock: Clock) -> list[str]:
     """A long bake refreshes the lock, so a waiting run still finds it held after the first ttl."""
     a, b = make_lock(store, "aaaa", clock, ttl=60), make_lock(store, "bbbb", clock, ttl=60)
     first = outcome(a.acquire)
-    for _ in range(10):  # ten minutes of waits, refreshed when due as the guard does
+    for _minute in range(10):  # ten minutes of waits, refreshed when due as the guard does
         clock.now += 20
         if a.refresh_due():
             a.verify()
