@@ -303,3 +303,41 @@ def test_per_instance_state_was_removed(host):
     assert host.file("/var/lib/cloud/seed/nocloud/meta-data").exists  # the seed stays
     assert host.check_output("ls -A /var/cache/dnf") == ""
     assert host.file("/etc/machine-id").content_string == ""
+
+
+def test_instance_storage_runs_before_docker_and_ecs_and_falls_back_to_a_directory(host):
+    """The simulated host has no instance store (no loop device is passed in): the directory fallback is what runs here.
+
+    Formatting and mounting real block devices is tests/integration/test_instance_storage.py (loop devices on the CI
+    machine); the decisions per mode and device count are tests/unit/test_instance_storage_decisions.py.
+    """
+    unit = "inferops-instance-storage.service"
+    props = systemd_props(host, unit, "Before", "After", "UnitFileState")
+    assert {"inferops-model-agent.service", "docker.service", "ecs.service"} <= set(props["Before"].split())
+    assert "local-fs.target" in props["After"].split()
+    assert props["UnitFileState"] == "enabled"
+    assert unit in systemd_props(host, "ecs.service", "Requires")["Requires"].split()
+    settings = json.loads(host.file("/etc/inferops/instance-storage.json").content_string)
+    assert settings["mode"] == "raid0" and settings["mount_point"] == "/mnt/models"
+
+    # A boot in miniature: Docker (the stand-in dockerd) starting pulls the storage unit in and waits for it.
+    host.run(f"systemctl stop docker.service ecs.service {unit}")
+    host.run("rm -rf /mnt/models")
+    try:
+        host.check_output("systemctl start docker.service")
+        storage = systemd_props(host, unit, "ActiveState", "Result", "ExecMainExitTimestampMonotonic")
+        docker = systemd_props(host, "docker.service", "ExecMainStartTimestampMonotonic")
+        assert (storage["ActiveState"], storage["Result"]) == ("active", "success")
+        assert 0 < int(storage["ExecMainExitTimestampMonotonic"]) <= int(docker["ExecMainStartTimestampMonotonic"])
+        assert host.file("/mnt/models").is_directory
+        assert not host.mount_point("/mnt/models").exists  # a directory on the root volume, nothing mounted
+        # Run again by hand (journald keeps nothing in this container): nothing left to do, and it says why.
+        again = host.check_output("/usr/libexec/inferops/instance-storage")
+        assert again == (
+            "instance storage ready: no instance store device matches /dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_*: "
+            "/mnt/models is a directory on the root volume"
+        )
+    finally:
+        # Leave the image as baked.
+        host.run(f"systemctl stop docker.service {unit}")
+        host.run("rm -rf /mnt/models")
