@@ -72,7 +72,7 @@ def test_policies_created_then_idempotent(app):
         f"{APP}-autoscaling-low": [arns[f"{APP}-step-scale-in"]],
     }
     # a changed target converges in place; turning step scaling off removes its policies and alarms
-    _, res = autoscaling(app, max_capacity=10, step_scaling={"enabled": False})
+    _run, res = autoscaling(app, max_capacity=10, step_scaling={"enabled": False})
     assert res["changed"] and targets(app)["blue"]["MaxCapacity"] == 10
     assert policies(app, "blue") == [f"{APP}-target-tracking"] and step_alarm_actions(app) == {}
 

@@ -94,7 +94,7 @@ def test_real_cpu_triton_metrics_are_published_per_model(sidecar, tmp_path: Path
         assert (metric, (("App", "triton"), ("ClusterName", "inference"))) in found, metric
         assert (metric, (("App", "triton"), ("ClusterName", "inference"), ("model", "simple"))) in found, metric
     # the CPU server exposes no GPU metrics (--allow-gpu-metrics=false), and nothing unlisted is published
-    assert {name for name, _ in found} == set(model_metrics)
+    assert {name for name, _dims in found} == set(model_metrics)
 
 
 def test_gpu_sample_publishes_gpu_utilisation_and_memory(sidecar):
@@ -107,7 +107,7 @@ def test_gpu_sample_publishes_gpu_utilisation_and_memory(sidecar):
         assert ("nv_inference_compute_infer_duration_us", (*cluster, ("model", model))) in found
     # GPU metrics carry no model label, so they are never published with one; power and CPU metrics are not selected
     assert not any(name in GPU_METRICS and len(dims) == 3 for name, dims in found)
-    assert {name for name, _ in found} == set(sidecar["metrics"])
+    assert {name for name, _dims in found} == set(sidecar["metrics"])
 
 
 def test_what_scaling_and_alarms_read_is_published(sidecar):

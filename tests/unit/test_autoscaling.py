@@ -157,7 +157,7 @@ class FakeScaling:
 
     def describe_scaling_policies(self, aws_retry: bool, ServiceNamespace: str, ResourceId: str, ScalableDimension: str) -> dict:
         self.calls.append("describe_scaling_policies")
-        return {"ScalingPolicies": [copy.deepcopy(p) for (rid, _), p in self.policies.items() if rid == ResourceId]}
+        return {"ScalingPolicies": [copy.deepcopy(p) for (rid, _name), p in self.policies.items() if rid == ResourceId]}
 
     def put_scaling_policy(self, aws_retry: bool, ServiceNamespace: str, ResourceId: str, ScalableDimension: str, **policy) -> dict:
         self.calls.append("put_scaling_policy")

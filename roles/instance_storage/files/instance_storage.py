@@ -207,7 +207,7 @@ def command_for(settings: Settings, step: Step) -> list[str] | None:
 
 def run(settings: Settings) -> int:
     taken: list[Step] = []
-    for _ in range(MAX_STEPS):
+    for _attempt in range(MAX_STEPS):
         step = next_step(settings, observe(settings))
         if step.action == "done":
             print(f"instance storage ready: {step.reason}", flush=True)
