@@ -94,3 +94,8 @@ def put_object(s3: Any, bucket: str, key: str, body: Any, **extra: Any) -> None:
 def upload_file(s3: Any, bucket: str, key: str, path: str) -> None:
     with open(path, "rb") as body:
         put_object(s3, bucket, key, body)
+
+
+def delete_object(s3: Any, bucket: str, key: str) -> None:
+    """Deletes an object; S3 answers a missing key with success too."""
+    s3.delete_object(aws_retry=True, Bucket=bucket, Key=key)

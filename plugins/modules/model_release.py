@@ -1,0 +1,239 @@
+#!/usr/bin/python
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: model_release
+short_description: Roll a model release out to the fleet through S3 release records, staged, and wait for the agents
+version_added: 0.1.0
+description:
+  - Writes the release records the model agent on every container instance reads
+    (C(<prefix>/releases/<application>/current.json), C(previous.json), C(canary.json)) and reads back the status object
+    each agent writes (C(<prefix>/status/<application>/<instance-id>.json)). The controller never reaches an instance:
+    it needs S3 and ECS API access only, no SSH, no SSM, no network path into the VPC.
+  - I(state=canary) writes C(canary.json) naming the release and the canary instances (the given O(instances), else the
+    first ACTIVE container instance of O(cluster)); only they move to it. Every model version must have its manifest in
+    S3 (C(latest) is the highest published version), checked before anything is written.
+  - I(state=promoted) writes C(previous.json) from C(current.json), then C(current.json) from the release, then deletes
+    C(canary.json). I(state=canary_absent) deletes C(canary.json) (a failed canary goes back to C(current.json)).
+    I(state=rolled_back) deletes C(canary.json) and writes C(current.json) from C(previous.json); a second run finds
+    them equal and changes nothing.
+  - I(state=converged) waits until every ACTIVE container instance of O(cluster) (or the listed O(instances)) reports
+    its target release (C(canary.json) when it lists the instance, else C(current.json)) applied. It fails at once when
+    an agent reports the release failed, and after O(timeout_s) naming each laggard with its state and last error.
+    With O(inference_failures_before) (the canary check) an instance must also report no error and no more inference
+    failures than before, for O(bake_s) seconds.
+  - The release id is derived from the models and versions unless O(release_id) is given, so running the same release
+    again writes nothing. A release id already written with other models is refused.
+author:
+  - inferops maintainers (@inferops)
+options:
+  state:
+    description: What to do (see the description).
+    type: str
+    required: true
+    choices: [canary, promoted, canary_absent, rolled_back, converged]
+  bucket:
+    description: S3 bucket of the model repository.
+    type: str
+    required: true
+  prefix:
+    description: Key prefix of the model repository (the release records and status objects live below it).
+    type: str
+    default: ""
+  application:
+    description: The application (the ECS service family); names the release records and status objects.
+    type: str
+    required: true
+  models:
+    description:
+      - The release, for I(state=canary) and I(state=promoted). Each C({name, version}); version a number or C(latest)
+        (the default).
+    type: list
+    elements: dict
+  release_id:
+    description: Release id (1-128 of letters, digits, C(.), C(_), C(-)); default a short hash of the models and versions.
+    type: str
+  cluster:
+    description: ECS cluster whose ACTIVE container instances make the fleet. Required for I(state=converged).
+    type: str
+  instances:
+    description:
+      - EC2 instance ids. I(state=canary) the canary instances (each must be an ACTIVE container instance of O(cluster)
+        when O(cluster) is given). I(state=converged) wait on these only.
+    type: list
+    elements: str
+    default: []
+  timeout_s:
+    description: I(state=converged) seconds to wait for the fleet.
+    type: int
+    default: 600
+  poll_interval_s:
+    description: I(state=converged) seconds between two reads of the status objects.
+    type: int
+    default: 5
+  bake_s:
+    description: I(state=converged) seconds every instance must stay good once all are (a canary's bake time).
+    type: int
+    default: 0
+  inference_failures_before:
+    description:
+      - I(state=converged) the canary check. Instance id to the inference failures its status reported before the
+        canary (RV(inference_failures_before) of I(state=canary)).
+    type: dict
+extends_documentation_fragment:
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
+attributes:
+  check_mode:
+    description: Plans the writes without making them; I(state=converged) reads the status objects once, without waiting or failing.
+    support: full
+  diff_mode:
+    description: The release records before and after.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Canary the release on the first ACTIVE instance
+  inferops.triton_ecs.model_release:
+    state: canary
+    bucket: models-bucket
+    prefix: triton
+    application: triton
+    cluster: inference
+    models:
+      - {name: resnet50, version: 4}
+      - {name: bert}
+  register: canary
+
+- name: Wait for the canary (applied, no error, no new inference failures for two minutes)
+  inferops.triton_ecs.model_release:
+    state: converged
+    bucket: models-bucket
+    prefix: triton
+    application: triton
+    cluster: inference
+    instances: "{{ canary.canary_instances }}"
+    inference_failures_before: "{{ canary.inference_failures_before }}"
+    bake_s: 120
+
+- name: Promote it, then wait for the whole fleet
+  inferops.triton_ecs.model_release:
+    state: "{{ item }}"
+    bucket: models-bucket
+    prefix: triton
+    application: triton
+    cluster: inference
+    models: "{{ canary.release.models }}"
+  loop: [promoted, converged]
+
+- name: Roll back to the previous release
+  inferops.triton_ecs.model_release:
+    state: rolled_back
+    bucket: models-bucket
+    prefix: triton
+    application: triton
+"""
+
+RETURN = r"""
+release_id:
+  description: The release written (canary, promoted) or current after the run (canary_absent, rolled_back).
+  returned: when known
+  type: str
+  sample: r-3f2a9c1b7d4e
+release:
+  description: The release record (canary and promoted).
+  returned: when state is canary or promoted
+  type: dict
+actions:
+  description: The writes and deletes made (in check mode, planned), in order.
+  returned: always
+  type: list
+  elements: str
+  sample: ["write previous.json (r-0a1b2c3d4e5f)", "write current.json (r-3f2a9c1b7d4e)", "delete canary.json"]
+records:
+  description: The release records after the run (current, previous, canary; null when absent).
+  returned: always
+  type: dict
+canary_instances:
+  description: The canary instances.
+  returned: when state is canary
+  type: list
+  elements: str
+inference_failures_before:
+  description: Instance id to the inference failures its status reported before the canary; pass to state=converged.
+  returned: when state is canary
+  type: dict
+already_current:
+  description: The release is already current.json, so no canary was written.
+  returned: when state is canary
+  type: bool
+instances:
+  description: One verdict per instance (instance_id, wanted_release_id, release_id, state, applied, last_error, inference_failures, ok, reason).
+  returned: when state is converged
+  type: list
+  elements: dict
+converged:
+  description: Every instance reports its target release applied.
+  returned: when state is converged
+  type: bool
+waited_s:
+  description: Seconds waited for the fleet.
+  returned: when state is converged
+  type: float
+"""
+
+import time  # noqa: E402
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import ReleaseError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release_rollout import RolloutError, run  # noqa: E402
+
+
+def main() -> None:
+    argument_spec = dict(
+        state=dict(type="str", required=True, choices=["canary", "promoted", "canary_absent", "rolled_back", "converged"]),
+        bucket=dict(type="str", required=True),
+        prefix=dict(type="str", default=""),
+        application=dict(type="str", required=True),
+        models=dict(type="list", elements="dict"),
+        release_id=dict(type="str"),
+        cluster=dict(type="str"),
+        instances=dict(type="list", elements="str", default=[]),
+        timeout_s=dict(type="int", default=600),
+        poll_interval_s=dict(type="int", default=5),
+        bake_s=dict(type="int", default=0),
+        inference_failures_before=dict(type="dict"),
+    )
+    module = AnsibleAWSModule(
+        argument_spec=argument_spec,
+        supports_check_mode=True,
+        required_if=[("state", "canary", ["models"]), ("state", "promoted", ["models"]), ("state", "converged", ["cluster"])],
+    )
+    p = module.params
+    s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
+    ecs = module.client("ecs", retry_decorator=AWSRetry.jittered_backoff()) if p["cluster"] else None
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        result = run(s3, ecs, p, module.check_mode, created)
+    except ReleaseError as err:
+        module.fail_json(msg=f"model_release state={p['state']} application={p['application']}: {err}")
+    except RolloutError as err:
+        module.fail_json(msg=f"model_release application={p['application']}: {err}", instances=err.verdicts)
+    except (BotoCoreError, ClientError) as err:
+        module.fail_json_aws(
+            err, msg=f"model_release application={p['application']}: AWS call failed (bucket {p['bucket']}, cluster {p['cluster']})"
+        )
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

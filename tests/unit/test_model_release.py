@@ -1,0 +1,299 @@
+"""Release rollout logic of module model_release: ids, plans, verdicts, laggard messages and the wait.
+
+Pure functions, plus `run` against an in-memory S3 and ECS mocked at the client boundary (no network).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from botocore.exceptions import ClientError
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_release_rollout as rollout
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import ReleaseError, build_release
+
+APP = "triton"
+CREATED = "2026-11-30T12:00:00Z"
+
+
+def release(models: dict[str, int], release_id: str | None = None) -> dict:
+    return rollout.make_release(APP, models, release_id, CREATED)
+
+
+def status(instance_id, release_id, state="applied", applied=True, failures=0, last_error=None) -> dict:
+    return {
+        "schema": 1,
+        "application": APP,
+        "instance_id": instance_id,
+        "release_id": release_id,
+        "state": state,
+        "applied": applied,
+        "inference_failures": {"task-1": {"m": failures}},
+        "last_error": last_error,
+    }
+
+
+class FakeS3:
+    """The S3 calls the rollout makes, over a dict; records each write."""
+
+    def __init__(self):
+        self.objects: dict[str, bytes] = {}
+        self.writes: list[tuple[str, str]] = []
+
+    def list_objects_v2(self, aws_retry, Bucket, Prefix, Delimiter, **_kw):
+        keys = sorted(k for k in self.objects if k.startswith(Prefix) and Delimiter not in k[len(Prefix) :])
+        return {"Contents": [{"Key": k} for k in keys], "IsTruncated": False}
+
+    def get_object(self, aws_retry, Bucket, Key):
+        if Key not in self.objects:
+            raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "missing"}}, "GetObject")
+        return {"Body": io.BytesIO(self.objects[Key])}
+
+    def put_object(self, aws_retry, Bucket, Key, Body, **_kw):
+        self.writes.append(("put", Key))
+        self.objects[Key] = Body
+
+    def delete_object(self, aws_retry, Bucket, Key):
+        self.writes.append(("delete", Key))
+        self.objects.pop(Key, None)
+
+
+class FakeECS:
+    def __init__(self, instance_ids):
+        self.instance_ids = instance_ids
+
+    def list_container_instances(self, aws_retry, cluster, status, **_kw):
+        return {"containerInstanceArns": [f"arn:ci/{i}" for i in self.instance_ids]}
+
+    def describe_container_instances(self, aws_retry, cluster, containerInstances):
+        return {"containerInstances": [{"ec2InstanceId": arn.split("/")[-1]} for arn in containerInstances]}
+
+
+def params(state, **kw):
+    base = dict(
+        state=state,
+        bucket="b",
+        prefix="p",
+        application=APP,
+        models=None,
+        release_id=None,
+        cluster="c",
+        instances=[],
+        timeout_s=5,
+        poll_interval_s=1,
+        bake_s=0,
+        inference_failures_before=None,
+    )
+    return {**base, **kw}
+
+
+@pytest.fixture
+def s3():
+    fake = FakeS3()
+    for name, version in (("m", 1), ("m", 2), ("n", 7)):
+        fake.objects[f"p/{name}/{version}.manifest.json"] = b"{}"
+    return fake
+
+
+def test_release_id_is_derived_from_the_content_and_stable():
+    assert rollout.release_id_for({"m": 2, "n": 7}) == rollout.release_id_for({"n": 7, "m": 2})
+    assert rollout.release_id_for({"m": 2}) != rollout.release_id_for({"m": 3})
+    assert release({"m": 2})["release_id"].startswith("r-") and release({"m": 2}, "v1.0")["release_id"] == "v1.0"
+    with pytest.raises(ReleaseError, match=r"release_id='bad id/' must be 1-128 characters"):
+        release({"m": 2}, "bad id/")
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        ([], "models is empty"),
+        ([{"version": 2}], r"models\[0\]=\{'version': 2\} must be a mapping with name"),
+        ([{"name": "../x"}], r"models\[0\] \(../x\): model='../x' is not a usable model directory name"),
+        ([{"name": "m", "version": "007"}], r"models\[0\] \(m\): version='007' is not a positive integer"),
+        ([{"name": "m"}, {"name": "m", "version": 1}], r"models\[1\]: model m is listed twice"),
+    ],
+)
+def test_requested_models_name_the_entry_and_the_fix(models, message):
+    with pytest.raises(ReleaseError, match=message):
+        rollout.requested_models(models)
+
+
+def test_versions_resolve_latest_and_refuse_unpublished():
+    requested = rollout.requested_models([{"name": "m"}, {"name": "n", "version": 7}])
+    assert rollout.resolve_versions(requested, {"m": [1, 2], "n": [7]}) == {"m": 2, "n": 7}
+    with pytest.raises(ReleaseError, match=r"models\[0\] \(m\): version=3 has no manifest in S3 \(published: \[1, 2\]\)"):
+        rollout.resolve_versions([("m", "3")], {"m": [1, 2]})
+    with pytest.raises(ReleaseError, match=r"models\[0\] \(x\): no published version"):
+        rollout.resolve_versions([("x", "latest")], {"x": []})
+
+
+def test_plans_for_canary_promote_abort_and_rollback():
+    old, new = release({"m": 1}), release({"m": 2})
+    records = {"current": old, "previous": None, "canary": None}
+    canary = rollout.plan_canary(records, new, ["i-b", "i-a"])
+    assert [(op, name, rec["instances"]) for op, name, rec in canary] == [("put", "canary", ["i-a", "i-b"])]
+    after_canary = rollout.records_after(records, canary)
+    assert rollout.plan_canary(after_canary, new, ["i-a", "i-b"]) == []
+    assert rollout.plan_canary(records, old, ["i-a"]) == []  # already current: nothing to canary
+
+    promote = rollout.plan_promote(after_canary, new)
+    assert rollout.describe_actions(promote) == [
+        f"write previous.json ({old['release_id']})",
+        f"write current.json ({new['release_id']})",
+        "delete canary.json",
+    ]
+    promoted = rollout.records_after(after_canary, promote)
+    assert rollout.plan_promote(promoted, new) == []
+    assert rollout.plan_canary_removal(after_canary) == [("delete", "canary", None)]
+    assert rollout.plan_canary_removal(promoted) == []
+
+    rollback = rollout.plan_rollback(promoted)
+    assert rollout.describe_actions(rollback) == [f"write current.json ({old['release_id']})"]
+    assert rollout.plan_rollback(rollout.records_after(promoted, rollback)) == []
+    with pytest.raises(ReleaseError, match=r"there is no previous\.json to roll back to"):
+        rollout.plan_rollback(records)
+
+
+def test_a_release_id_names_one_content():
+    records = {"current": release({"m": 1}, "v1"), "previous": None, "canary": None}
+    with pytest.raises(ReleaseError, match=r"release_id='v1' is already current.json with models \{'m': 1\}, not \{'m': 2\}"):
+        rollout.check_id_reuse(records, release({"m": 2}, "v1"))
+    rollout.check_id_reuse(records, release({"m": 1}, "v1"))
+
+
+def test_verdicts_for_the_fleet_and_the_canary():
+    wanted = release({"m": 2})
+    rid = wanted["release_id"]
+    assert rollout.instance_verdict("i-a", status("i-a", rid), wanted)["ok"]
+    missing = rollout.instance_verdict("i-a", None, wanted)
+    assert not missing["ok"] and not missing["failed"] and missing["reason"].startswith("no status object yet")
+    behind = rollout.instance_verdict("i-a", status("i-a", "r-old", state="applying", applied=False, last_error="S3 timeout"), wanted)
+    assert behind["reason"] == f"reports release r-old (state applying), not yet {rid}; last_error: S3 timeout"
+    failed = rollout.instance_verdict("i-a", status("i-a", rid, state="failed", applied=False, last_error="load m 2: bad"), wanted)
+    assert failed["failed"] and failed["reason"] == f"failed to apply {rid}: load m 2: bad"
+    # The canary check: no error, no new inference failures.
+    assert rollout.instance_verdict("i-a", status("i-a", rid, failures=3), wanted, failures_before=3)["ok"]
+    rose = rollout.instance_verdict("i-a", status("i-a", rid, failures=5), wanted, failures_before=3)
+    assert rose["failed"] and rose["reason"] == "inference failures rose from 3 to 5"
+    errored = rollout.instance_verdict("i-a", status("i-a", rid, last_error="smoke inference failed"), wanted, failures_before=0)
+    assert errored["failed"] and "smoke inference failed" in errored["reason"]
+    # No release at all: the agent reports release_id null, applied.
+    assert rollout.instance_verdict("i-a", status("i-a", None), None)["ok"]
+
+
+def test_laggard_message_names_each_instance_and_where_to_look():
+    wanted = release({"m": 2})
+    verdicts = [
+        rollout.instance_verdict("i-a", status("i-a", wanted["release_id"]), wanted),
+        rollout.instance_verdict("i-b", None, wanted),
+    ]
+    message = rollout.laggard_message(verdicts, 120, "s3://b/p/status/triton/")
+    assert message == (
+        "1 of 2 instances did not report their release applied within 120 s: i-b: no status object yet (its model agent has "
+        "not reported). Status objects: s3://b/p/status/triton/<instance-id>.json; see docs/runbook.md, section 'Stuck hydration'"
+    )
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_wait_times_out_naming_laggards_and_returns_once_all_applied():
+    wanted = release({"m": 2})
+    clock = Clock()
+    answers = iter(
+        [[rollout.instance_verdict("i-a", None, wanted)]] * 3
+        + [[rollout.instance_verdict("i-a", status("i-a", wanted["release_id"]), wanted)]]
+    )
+    verdicts, waited = rollout.wait_converged(lambda: next(answers), 10, 2, clock=clock, sleep=clock.sleep)
+    assert verdicts[0]["ok"] and waited == 6
+
+    clock = Clock()
+    with pytest.raises(
+        rollout.RolloutError, match=r"1 of 1 instances did not report their release applied within 10 s: i-a: no status"
+    ) as err:
+        rollout.wait_converged(lambda: [rollout.instance_verdict("i-a", None, wanted)], 10, 3, clock=clock, sleep=clock.sleep)
+    assert err.value.verdicts[0]["instance_id"] == "i-a" and clock.now == 10
+
+
+def test_wait_fails_at_once_on_a_failed_instance_and_bakes_before_returning():
+    wanted = release({"m": 2})
+    rid = wanted["release_id"]
+    clock = Clock()
+    failed = [rollout.instance_verdict("i-a", status("i-a", rid, state="failed", applied=False, last_error="boom"), wanted)]
+    with pytest.raises(rollout.RolloutError, match=r"1 of 1 instances failed the release: i-a: failed to apply .*: boom"):
+        rollout.wait_converged(lambda: failed, 100, 5, clock=clock, sleep=clock.sleep)
+    assert clock.now == 0
+
+    clock = Clock()
+    good = [rollout.instance_verdict("i-a", status("i-a", rid), wanted, failures_before=0)]
+    _verdicts, waited = rollout.wait_converged(lambda: good, 100, 5, bake_s=12, clock=clock, sleep=clock.sleep)
+    assert waited == 12
+
+
+def test_run_canary_checks_manifests_before_any_write(s3):
+    ecs = FakeECS(["i-b", "i-a"])
+    with pytest.raises(ReleaseError, match=r"models\[1\] \(n\): version=8 has no manifest"):
+        rollout.run(s3, ecs, params("canary", models=[{"name": "m"}, {"name": "n", "version": 8}]), False, CREATED)
+    with pytest.raises(ReleaseError, match=r"instances\[0\]='i-zz' is not an ACTIVE container instance of cluster c"):
+        rollout.run(s3, ecs, params("canary", models=[{"name": "m"}], instances=["i-zz"]), False, CREATED)
+    with pytest.raises(ReleaseError, match=r"instances\[0\]: instance id 'web-1' is not an EC2 instance id"):
+        rollout.run(s3, ecs, params("canary", models=[{"name": "m"}], instances=["web-1"]), False, CREATED)
+    assert s3.writes == []
+
+
+def test_run_four_steps_canary_then_promote_then_rollback(s3):
+    ecs = FakeECS(["i-b", "i-a"])
+    s3.objects["p/status/triton/i-a.json"] = json.dumps(status("i-a", None, failures=4)).encode()
+    canary = params("canary", models=[{"name": "m"}, {"name": "n", "version": 7}])
+    planned = rollout.run(s3, ecs, canary, True, CREATED)
+    assert planned["changed"] and planned["canary_instances"] == ["i-a"] and s3.writes == []
+    assert planned["inference_failures_before"] == {"i-a": 4}
+    done = rollout.run(s3, ecs, canary, False, CREATED)
+    assert done["actions"] == [f"write canary.json ({done['release_id']})"] and done["records"]["canary"]["models"][0] == {
+        "name": "m",
+        "version": 2,
+    }
+    assert rollout.run(s3, ecs, canary, True, CREATED)["changed"] is False
+    assert rollout.run(s3, ecs, canary, False, "2026-12-01T00:00:00Z")["changed"] is False  # another time, same release
+
+    promote = params("promoted", models=canary["models"])
+    assert rollout.run(s3, ecs, promote, False, CREATED)["actions"] == [f"write current.json ({done['release_id']})", "delete canary.json"]
+    assert rollout.run(s3, ecs, promote, False, CREATED)["changed"] is False
+    second = rollout.run(s3, ecs, params("promoted", models=[{"name": "m", "version": 1}]), False, CREATED)
+    assert second["actions"][0] == f"write previous.json ({done['release_id']})"
+
+    writes = len(s3.writes)
+    rolled = rollout.run(s3, ecs, params("rolled_back", cluster=None), False, CREATED)
+    assert rolled["release_id"] == done["release_id"] and rolled["diff"]["before"]["current"]["release_id"] == second["release_id"]
+    assert rollout.run(s3, ecs, params("rolled_back", cluster=None), False, CREATED)["changed"] is False
+    assert len(s3.writes) == writes + 1
+
+
+def test_run_converged_waits_on_every_active_instance(s3):
+    ecs = FakeECS(["i-a", "i-b"])
+    promoted = rollout.run(s3, ecs, params("promoted", models=[{"name": "m"}]), False, CREATED)
+    rid = promoted["release_id"]
+    s3.objects["p/status/triton/i-a.json"] = json.dumps(status("i-a", rid)).encode()
+    checked = rollout.run(s3, ecs, params("converged"), True, CREATED)
+    assert checked["converged"] is False and [v["ok"] for v in checked["instances"]] == [True, False]
+    with pytest.raises(rollout.RolloutError, match=r"1 of 2 instances did not report .*: i-b: no status object yet"):
+        rollout.run(s3, ecs, params("converged", timeout_s=0), False, CREATED)
+    s3.objects["p/status/triton/i-b.json"] = json.dumps(status("i-b", rid)).encode()
+    assert rollout.run(s3, ecs, params("converged"), False, CREATED)["converged"] is True
+    with pytest.raises(rollout.RolloutError, match=r"i-gone: is no longer an ACTIVE container instance"):
+        rollout.run(s3, ecs, params("converged", instances=["i-gone"]), False, CREATED)
+
+
+def test_build_release_refuses_a_canary_without_instances():
+    with pytest.raises(ReleaseError, match="a canary record lists at least one instance id"):
+        build_release(APP, "r-1", [{"name": "m", "version": 1}], CREATED, instances=[])
