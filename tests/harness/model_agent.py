@@ -1,0 +1,261 @@
+"""A simulated container instance for the model agent: its config file, a stand-in for the instance's local
+endpoints, real tritonserver "tasks", and the agent itself as a subprocess (`python3 -m ..._model_agent`).
+
+The stand-in endpoint (one HTTP server in a thread) answers what the agent asks on an EC2 container instance:
+- the ECS agent's introspection API: `GET /v1/metadata` (cluster, container instance ARN) and `GET /v1/tasks`,
+  listing the instance's tritonserver processes as bridge-mode tasks (port bindings container 8000/8002 → the
+  server's real loopback ports), in the shape the ECS agent answers;
+- IMDSv2: `PUT /latest/api/token`, then `GET /latest/meta-data/instance-id` with that token (401 without it).
+
+S3 is a moto server (tests/harness/moto.py). Usage:
+
+    instance = SimulatedInstance(tmp_path / "i1", moto, BUCKET, PREFIX, "app", "i-0000000000000001")
+    instance.add_task()                 # a real tritonserver over the instance's host path
+    instance.run("--boot")              # CompletedProcess of one agent run
+    instance.start_agent()              # `--serve` in the background; instance.stop() ends it all
+    instance.status()                   # the agent's status object, read from S3
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import (
+    build_release,
+    release_key,
+    render_release,
+    status_key,
+)
+
+from .ansible import ensure_collection_link
+from .moto import REGION, MotoServer
+from .ports import free_port, wait_until
+from .triton import REPO_ROOT, TritonServer
+
+AGENT_MODULE = "ansible_collections.inferops.triton_ecs.plugins.module_utils._model_agent"
+TRITON_CONTAINER = "triton"
+# Explicit model control, no auto-complete (as docs/models.md recommends): the agent loads what the release names.
+TRITON_ARGS = ("--disable-auto-complete-config",)
+IMDS_TOKEN = "simulated-imds-token"
+
+
+def write_release(
+    moto: MotoServer,
+    bucket: str,
+    prefix: str,
+    application: str,
+    release_id: str,
+    models: dict[str, int],
+    name: str = "current",
+    instances: list[str] | None = None,
+) -> dict[str, Any]:
+    """Writes a release record (current, previous or canary) straight to S3, as the controller would."""
+    record = build_release(
+        application, release_id, [{"name": m, "version": v} for m, v in models.items()], "2026-01-01T00:00:00Z", instances
+    )
+    moto.client("s3").put_object(Bucket=bucket, Key=release_key(prefix, application, name), Body=render_release(record))
+    return record
+
+
+class InstanceEndpoints:
+    """The stand-in for the ECS agent's introspection API and IMDSv2 of one instance (a thread, a free port)."""
+
+    def __init__(self, instance_id: str, cluster: str) -> None:
+        self.instance_id = instance_id
+        self.cluster = cluster
+        self.container_instance_arn = f"arn:aws:ecs:{REGION}:123456789012:container-instance/{cluster}/{instance_id[2:]}"
+        self.tasks: list[dict[str, Any]] = []
+        self.ecs_running = True  # False: the ECS agent is not up yet (/v1/* refuse, as before ecs.service starts)
+        endpoints = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: Any) -> None:
+                raw = (json.dumps(body) if not isinstance(body, str) else body).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_PUT(self) -> None:
+                if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                    self._send(200, IMDS_TOKEN)
+                else:
+                    self._send(400, "bad token request")
+
+            def do_GET(self) -> None:
+                if self.path == "/latest/meta-data/instance-id":
+                    if self.headers.get("X-aws-ec2-metadata-token") == IMDS_TOKEN:
+                        self._send(200, endpoints.instance_id)
+                    else:
+                        self._send(401, "IMDSv2 token required")
+                elif not endpoints.ecs_running:
+                    self._send(503, "ECS agent not running")
+                elif self.path == "/v1/metadata":
+                    self._send(200, endpoints.metadata())
+                elif self.path == "/v1/tasks":
+                    self._send(200, {"Tasks": list(endpoints.tasks)})
+                else:
+                    self._send(404, "not found")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def metadata(self) -> dict[str, Any]:
+        return {"Cluster": self.cluster, "ContainerInstanceArn": self.container_instance_arn, "Version": "Amazon ECS Agent - stand-in"}
+
+    def add_bridge_task(self, arn: str, http_port: int, metrics_port: int) -> None:
+        """A RUNNING task whose `triton` container publishes 8000 and 8002 on these host ports (bridge network mode)."""
+        container = {
+            "DockerId": arn.rsplit("/", 1)[-1],
+            "DockerName": f"ecs-triton-{arn.rsplit('/', 1)[-1]}",
+            "Name": TRITON_CONTAINER,
+            "Ports": [
+                {"ContainerPort": 8000, "Protocol": "tcp", "HostPort": http_port},
+                {"ContainerPort": 8002, "Protocol": "tcp", "HostPort": metrics_port},
+            ],
+        }
+        self.tasks.append(
+            {
+                "Arn": arn,
+                "DesiredStatus": "RUNNING",
+                "KnownStatus": "RUNNING",
+                "Family": "triton",
+                "Version": "1",
+                "Containers": [container],
+            }
+        )
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class SimulatedInstance:
+    """One container instance: host path, agent config, stand-in endpoints, tritonserver tasks, the agent process."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        moto: MotoServer,
+        bucket: str,
+        prefix: str,
+        application: str,
+        instance_id: str,
+        cluster: str = "fleet",
+        poll_interval_s: int = 1,
+        **config: Any,
+    ) -> None:
+        ensure_collection_link()
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.moto = moto
+        self.host_path = workdir / "models"
+        self.host_path.mkdir(exist_ok=True)
+        self.endpoints = InstanceEndpoints(instance_id, cluster)
+        self.instance_id = instance_id
+        self.tritons: list[TritonServer] = []
+        self.agent: subprocess.Popen | None = None
+        self.config: dict[str, Any] = {
+            "bucket": bucket,
+            "prefix": prefix,
+            "application": application,
+            "cluster": cluster,
+            "region": REGION,
+            "host_path": str(self.host_path),
+            "poll_interval_s": poll_interval_s,
+            "keep_versions": 2,
+            "introspection_url": self.endpoints.url,
+            "imds_url": self.endpoints.url,
+            "endpoint_url": moto.endpoint,
+            "triton_http_port": 8000,
+            "triton_metrics_port": 8002,
+            "boot_attempts": 2,
+            "boot_retry_delay_s": 0,
+            "load_timeout_s": 60,
+            **config,
+        }
+        self.config_path = workdir / "model-agent.json"
+        self.write_config()
+
+    def write_config(self) -> None:
+        self.config_path.write_text(json.dumps(self.config, indent=1))
+
+    def add_task(self) -> TritonServer:
+        """A real tritonserver over the host path, listed by the stand-in introspection API as a bridge task."""
+        triton = TritonServer(self.host_path, self.workdir, extra_args=TRITON_ARGS).start()
+        self.tritons.append(triton)
+        arn = f"arn:aws:ecs:{REGION}:123456789012:task/{self.endpoints.cluster}/{self.instance_id[2:]}{len(self.tritons):04d}"
+        self.endpoints.add_bridge_task(arn, triton.http_port, triton.metrics_port)
+        return triton
+
+    def command(self, mode: str) -> list[str]:
+        return [sys.executable, "-m", AGENT_MODULE, "--config", str(self.config_path), mode]
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, **self.moto.env(), PYTHONPATH=str(REPO_ROOT / ".build" / "collections"))
+
+    def run(self, mode: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+        """One agent run (`--boot` or `--once`), its journal in stderr."""
+        return subprocess.run(self.command(mode), env=self.env(), capture_output=True, text=True, timeout=timeout_s, check=False)
+
+    def start_agent(self) -> subprocess.Popen:
+        """`--serve` in the background; its journal goes to <workdir>/agent.log."""
+        log = (self.workdir / "agent.log").open("a")
+        self.agent = subprocess.Popen(self.command("--serve"), env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+        return self.agent
+
+    def stop_agent(self) -> None:
+        if self.agent:
+            self.agent.terminate()
+            try:
+                self.agent.wait(10)
+            except subprocess.TimeoutExpired:
+                self.agent.kill()
+                self.agent.wait(10)
+            self.agent = None
+
+    def agent_log(self) -> str:
+        path = self.workdir / "agent.log"
+        return path.read_text() if path.exists() else ""
+
+    def status(self) -> dict[str, Any] | None:
+        """The agent's status object as the controller reads it (None before the first write)."""
+        key = status_key(self.config["prefix"], self.config["application"], self.instance_id)
+        s3 = self.moto.client("s3")
+        try:
+            return json.loads(s3.get_object(Bucket=self.config["bucket"], Key=key)["Body"].read())
+        except s3.exceptions.NoSuchKey:
+            return None
+
+    def wait_status(self, check: Any, timeout_s: float, what: str) -> dict[str, Any]:
+        """Polls the status object until check(status) holds."""
+        found: dict[str, Any] = {}
+
+        def ready() -> bool:
+            found["status"] = self.status()
+            return found["status"] is not None and bool(check(found["status"]))
+
+        try:
+            wait_until(ready, timeout_s, what, interval_s=0.2)
+        except TimeoutError as err:
+            raise TimeoutError(f"{err}; last status: {found.get('status')}; agent log tail: {self.agent_log()[-2000:]}") from err
+        return found["status"]
+
+    def stop(self) -> None:
+        self.stop_agent()
+        for triton in self.tritons:
+            triton.stop()
+        self.tritons = []
+        self.endpoints.stop()
