@@ -142,10 +142,16 @@ def missing_confused_deputy_conditions(document: dict[str, Any]) -> list[str]:
     return missing
 
 
+# An IAM policy variable of another namespace than aws: (e.g. ${ec2:InstanceID}); parliament reads its ':' as an ARN
+# separator, so the lint sees it as the ${aws:...} variable parliament knows, which stands for one path segment too.
+_FOREIGN_POLICY_VARIABLE = re.compile(r"\$\{(?!aws:)[A-Za-z0-9]+:[A-Za-z0-9]+\}")
+
+
 def lint(policy: PolicyDocument) -> list[str]:
     """Every finding that is not inherent, as readable lines (empty: the document passes)."""
     problems = []
-    for finding in analyze_policy_string(json.dumps(policy.document)).findings:
+    document_text = _FOREIGN_POLICY_VARIABLE.sub("${aws:userid}", json.dumps(policy.document))
+    for finding in analyze_policy_string(document_text).findings:
         if any(finding.issue == issue and text in str(finding.detail) for issue, text, _reason in INHERENT) and policy.is_trust_policy:
             continue
         problems.append(f"parliament {finding.issue}: {finding.detail}")
