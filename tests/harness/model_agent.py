@@ -259,3 +259,46 @@ class SimulatedInstance:
             triton.stop()
         self.tritons = []
         self.endpoints.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`up` serves the stand-in endpoints (introspection + IMDSv2) of one instance in a detached process and records
+    its URL and pid in the state file; `down` stops it. For molecule/new_instance, whose container shares the
+    host's network."""
+    import argparse
+    import signal
+    import time
+
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.model_agent")
+    parser.add_argument("command", choices=["up", "down", "serve"])
+    parser.add_argument("--state-file", required=True, type=Path)
+    parser.add_argument("--instance-id", default="i-0000000000000001")
+    parser.add_argument("--cluster", default="fleet")
+    args = parser.parse_args(argv)
+    state = json.loads(args.state_file.read_text()) if args.state_file.exists() else {}
+    if args.command == "serve":
+        endpoints = InstanceEndpoints(args.instance_id, args.cluster)
+        partial = args.state_file.with_suffix(".partial")  # renamed into place: `up` never reads half a file
+        partial.write_text(json.dumps({"pid": os.getpid(), "url": endpoints.url, "instance_id": args.instance_id}))
+        partial.rename(args.state_file)
+        endpoints.thread.join()
+        return 0
+    if args.command == "up":
+        if not state.get("pid"):
+            command = [sys.executable, "-m", "tests.harness.model_agent", "serve", "--state-file", str(args.state_file)]
+            command += ["--instance-id", args.instance_id, "--cluster", args.cluster]
+            subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO_ROOT)
+            wait_until(args.state_file.exists, 30, "stand-in instance endpoints")
+        return 0
+    if state.get("pid"):
+        try:
+            os.kill(state["pid"], signal.SIGTERM)
+            time.sleep(0.2)
+        except ProcessLookupError:
+            pass
+    args.state_file.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
