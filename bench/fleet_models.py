@@ -1,0 +1,128 @@
+"""Fleet model delivery (issue 10): how fast a new instance hydrates its models, against the plain AWS tool.
+
+Hydration figures (function `hydrate_figures`):
+
+- publishes 3 models, 4 files of 88 MiB each (1056 MiB in all, incompressible bytes), to a moto server on loopback
+  and writes the release record naming them (untimed: the publisher's step);
+- `hydrate_seconds`: the model agent's boot hydration, `python3 -m ..._model_agent --boot` on a simulated instance
+  (tests/harness/model_agent.py: stand-in IMDSv2, no task), from process start to exit: it reads the release record,
+  and for every model lists the versions, reads the manifest, downloads every file into staging while hashing it,
+  checks size and SHA-256 against the manifest, and renames the version into place;
+- `peer_hydrate_seconds`: the same objects with `aws s3 sync` (awscli, pinned in requirements-dev.txt) against the same
+  endpoint, then `sha256sum -c` of every file against the manifests' digests (the list is written before timing);
+- `hydrate_ratio`: hydrate_seconds / peer_hydrate_seconds (target: <= 1.0).
+
+Each figure group is one function returning {name: value}; `main` prints every group's figures as `name: value`.
+Exits non-zero only when it cannot measure (a server does not start, a hydration fails or is not verified).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / ".build" / "collections")]
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_sync, _s3  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version  # noqa: E402
+from tests.harness.ansible import ensure_collection_link  # noqa: E402
+from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402
+from tests.harness.moto import MotoServer  # noqa: E402
+from tests.harness.triton import model_config  # noqa: E402
+
+BUCKET = "fleet-models-bench"
+PREFIX = "models"
+APP = "triton"
+MODELS = ("detector", "embedder", "ranker")
+FILES_PER_MODEL = 4
+FILE_BYTES = 88 * 1024 * 1024
+
+
+def publish_model_set(moto: MotoServer, source: Path) -> dict[str, int]:
+    """MODELS at version 1, FILES_PER_MODEL files of FILE_BYTES each, published; returns the release's models."""
+    s3 = _s3.retrying_client(moto.client("s3"))
+    fill = random.Random(10)
+    for model in MODELS:
+        version_dir = source / model / "1"
+        version_dir.mkdir(parents=True)
+        for index in range(FILES_PER_MODEL):
+            (version_dir / f"shard-{index}.bin").write_bytes(fill.randbytes(FILE_BYTES))
+        (source / model / "config.pbtxt").write_text(model_config(model))
+        publish_version(s3, BUCKET, PREFIX, model, 1, str(version_dir), str(source / model / "config.pbtxt"))
+    return {model: 1 for model in MODELS}
+
+
+def manifest_checksums(moto: MotoServer, models: dict[str, int]) -> str:
+    """`sha256sum -c` input for the files as `aws s3 sync` lays them out (<model>/<version>/<path>)."""
+    lines = []
+    for model, version in models.items():
+        raw = moto.client("s3").get_object(Bucket=BUCKET, Key=manifest_key(PREFIX, model, version))["Body"].read()
+        for path, (_size, sha) in manifest_files(parse_manifest(raw, model, version)).items():
+            lines.append(f"{sha}  {model}/{version}/{path}")
+    return "\n".join(lines) + "\n"
+
+
+def hydrate_figures(work: Path) -> dict[str, float]:
+    moto = MotoServer(work).start()
+    try:
+        moto.client("s3").create_bucket(Bucket=BUCKET)
+        models = publish_model_set(moto, work / "source")
+        write_release(moto, BUCKET, PREFIX, APP, "bench-1", models)
+        shutil.rmtree(work / "source")  # the page cache should not hold what the runs download
+
+        instance = SimulatedInstance(work / "instance", moto, BUCKET, PREFIX, APP, "i-0000000000000b01", boot_attempts=1)
+        try:
+            start = time.monotonic()
+            boot = instance.run("--boot", timeout_s=900)
+            ours = time.monotonic() - start
+        finally:
+            instance.stop()
+        complete = {m: _model_sync.complete_versions(str(instance.host_path / m), m) for m in models}
+        if boot.returncode != 0 or complete != {m: [v] for m, v in models.items()}:
+            raise RuntimeError(f"the agent's hydration failed ({boot.returncode}, on disk {complete}): {boot.stderr[-2000:]}")
+        shutil.rmtree(instance.host_path)
+
+        peer_dir = work / "peer"
+        checksums = work / "SHA256SUMS"
+        checksums.write_text(manifest_checksums(moto, models))
+        aws = [str(Path(sys.executable).with_name("aws")), "--endpoint-url", moto.endpoint, "s3", "sync", "--only-show-errors"]
+        aws += [f"s3://{BUCKET}/{PREFIX}/", str(peer_dir), "--exclude", "releases/*", "--exclude", "status/*"]
+        env = dict(instance.env())
+        start = time.monotonic()
+        subprocess.run(aws, env=env, check=True)
+        subprocess.run(["sha256sum", "--quiet", "-c", str(checksums)], cwd=peer_dir, check=True)
+        peer = time.monotonic() - start
+    finally:
+        moto.stop()
+    return {"hydrate_seconds": round(ours, 2), "peer_hydrate_seconds": round(peer, 2), "hydrate_ratio": round(ours / peer, 3)}
+
+
+# One function per figure group: each takes a fresh work directory and returns {name: value}.
+FIGURE_GROUPS = [hydrate_figures]
+
+
+def main() -> int:
+    ensure_collection_link()
+    figures: dict[str, float] = {}
+    try:
+        for group in FIGURE_GROUPS:
+            with tempfile.TemporaryDirectory(prefix=f"bench-{group.__name__}-") as work:
+                figures.update(group(Path(work)))
+    except (RuntimeError, OSError, subprocess.CalledProcessError, TimeoutError) as err:
+        print(f"fleet_models: cannot measure: {err}", file=sys.stderr)
+        return 1
+    for name, value in figures.items():
+        print(f"{name}: {value}")
+    print(json.dumps(figures), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
