@@ -2,7 +2,8 @@
 
 Prints `name: value` lines: first_run_seconds, noop_run_seconds (wall time of `ansible-playbook deploy.yml -i
 inventories/local`, what `make deploy-local` runs after its setup), noop_api_calls (AWS requests the re-run made,
-from moto's access log), noop_changed_tasks (tasks the re-run reported changed; 0 is the goal).
+from moto's access log), noop_changed_tasks (tasks the re-run reported changed; 0 is the goal), deprecation_warnings
+("[DEPRECATION WARNING]" lines in both runs' output; 0 is the goal).
 The first run builds the image only if dockerd does not have it cached already. Exits 1 only when it cannot measure.
 """
 
@@ -21,6 +22,7 @@ from tests.harness.images import local_rehearsal_base
 from tests.harness.moto import MotoServer
 
 CONTAINER = "inferops-bench-deploy-standby"
+DEPRECATION = "[DEPRECATION WARNING]"
 
 
 def main() -> int:
@@ -57,6 +59,7 @@ def main() -> int:
     print(f"noop_run_seconds: {noop_s:.1f}")
     print(f"noop_api_calls: {noop_calls}")
     print(f"noop_changed_tasks: {len(noop.changed_tasks)}")
+    print(f"deprecation_warnings: {sum(run.stdout.count(DEPRECATION) + run.stderr.count(DEPRECATION) for run in (first, noop))}")
     return 0
 
 

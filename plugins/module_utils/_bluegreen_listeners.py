@@ -284,6 +284,11 @@ def _snapshot(observed: dict[str, Any], tgs: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def production_url(load_balancer: dict[str, Any], production: dict[str, Any]) -> str:
+    """Where clients reach the production listener: the load balancer's DNS name and the listener's port."""
+    return f"{production.get('protocol', 'HTTPS').lower()}://{load_balancer['DNSName']}:{production['port']}"
+
+
 def observe(elbv2: Any, params: dict[str, Any]) -> dict[str, Any]:
     listeners = _elbv2.describe_listeners(elbv2, LoadBalancerArn=params["load_balancer_arn"])
     by_port = {int(listener["Port"]): listener for listener in listeners}
@@ -303,7 +308,8 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
     if errors:
         raise InputError(errors)
     tgs = params["target_groups"]
-    if _elbv2.describe_load_balancer(elbv2, params["load_balancer_arn"]) is None:
+    load_balancer = _elbv2.describe_load_balancer(elbv2, params["load_balancer_arn"])
+    if load_balancer is None:
         raise InputError(f"load_balancer_arn {params['load_balancer_arn']}: no such load balancer; create it first or set it right")
     missing = [arn for arn, found in _elbv2.describe_target_groups(elbv2, [tgs[c] for c in COLORS]).items() if found is None]
     if missing:
@@ -340,6 +346,7 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
         "production_listener_arn": arns["production"],
         "production_rule_arn": arns["rule"] if params["production"].get("rule") else None,
         "test_listener_arn": arns["test"],
+        "production_url": production_url(load_balancer, params["production"]),
         "weights": weights,
         "live_color": live_color(weights),
         "diff": {"before": _snapshot(before, tgs), "after": snapshot_after},

@@ -136,6 +136,11 @@ test_listener_arn:
   description: The test listener, when O(test) is given.
   returned: always
   type: str
+production_url:
+  description: Where clients reach the production listener, C(<protocol>://<load balancer DNS name>:<port>) (a rule adds its conditions).
+  returned: always
+  type: str
+  sample: https://internal-triton-123456789.eu-west-1.elb.amazonaws.com:443
 weights:
   description: The production weights by colour, as the load balancer has them (bluegreen's after a cutover).
   returned: always

@@ -236,6 +236,12 @@ def test_listeners_plan_creates_with_initial_weights() -> None:
     assert listeners.observed_weights(test["DefaultActions"], TG) == {"blue": 100, "green": 0}  # the standby colour
 
 
+def test_listeners_production_url_is_the_load_balancer_dns_name_and_port() -> None:
+    load_balancer = {"DNSName": "internal-triton-1.elb.example"}
+    assert listeners.production_url(load_balancer, {"port": 80, "protocol": "HTTP"}) == "http://internal-triton-1.elb.example:80"
+    assert listeners.production_url(load_balancer, {"port": 443, "protocol": "HTTPS"}) == "https://internal-triton-1.elb.example:443"
+
+
 def test_listeners_plan_leaves_weights_set_by_a_cutover() -> None:
     observed = {
         "production_listener": {"Port": 80, "Protocol": "HTTP", "DefaultActions": forward({"blue": 0, "green": 100})},
