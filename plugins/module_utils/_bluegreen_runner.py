@@ -45,7 +45,7 @@ class Clock:
 
     @staticmethod
     def stamp() -> str:
-        return datetime.now(timezone.utc).isoformat(timespec="milliseconds")  # noqa: UP017 - modules also run on Python < 3.11
+        return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 class CutoverFailed(Exception):

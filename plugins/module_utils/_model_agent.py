@@ -127,8 +127,7 @@ def load_config(path: str) -> dict[str, Any]:
 
 
 def utc_now() -> str:
-    # datetime.UTC is Python 3.11+; the agent runs on the instance's python3 (3.9 on AL2023)
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---------------------------------------------------------------- the instance: identity and tasks

@@ -627,8 +627,7 @@ def diff_paths(before: Any, after: Any, path: str = "") -> list[str]:
         return paths
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         paths = []
-        for i in range(len(before)):  # zip(strict=) needs Python 3.10; managed hosts may be older
-            b, a = before[i], after[i]
+        for i, (b, a) in enumerate(zip(before, after)):
             name = a.get("name") if isinstance(a, dict) and isinstance(b, dict) and a.get("name") == b.get("name") else None
             paths += diff_paths(b, a, f"{path}[{name if name is not None else i}]")
         return paths
