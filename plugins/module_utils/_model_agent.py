@@ -33,12 +33,10 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_sync, _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import (
     CANARY,
     CURRENT,
     STATUS_SCHEMA,
-    ReleaseError,
     parse_release,
     release_key,
     release_models,
@@ -79,8 +77,6 @@ _INTEGERS = (
 )
 HTTP_TIMEOUT_S = 2.0
 _FAILURE_LINE = re.compile(r'^nv_inference_request_failure\{[^}]*\bmodel="(?P<model>[^"]+)"[^}]*\}\s+(?P<value>\S+)')
-# What a pass can meet that it reports and retries, rather than crash on.
-AGENT_ERRORS = (ClientError, BotoCoreError, ManifestError, ReleaseError, ModelStateError, TritonError, OSError, ValueError)
 
 log = logging.getLogger("inferops-model-agent")
 
@@ -454,7 +450,14 @@ class ModelAgent:
             try:
                 self.hydrate()
                 return 0
-            except AGENT_ERRORS as err:
+            except (
+                BotoCoreError,
+                ClientError,
+                ModelStateError,
+                TritonError,
+                OSError,
+                ValueError,
+            ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
                 reason = f"boot hydration attempt {attempt}/{attempts} failed: {err}"
                 log.error("%s", reason)
                 self.status(self.release, "failed", last_error=reason)
@@ -481,7 +484,14 @@ class ModelAgent:
             state = "failed" if load_errors else "applying"
             parts = {"synced": synced, "loaded": loaded, "tasks": tasks, "failures": failures}
             return self.status(release, state, last_error="; ".join(load_errors + unreachable) or None, **parts)
-        except AGENT_ERRORS as err:
+        except (
+            BotoCoreError,
+            ClientError,
+            ModelStateError,
+            TritonError,
+            OSError,
+            ValueError,
+        ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
             log.error("reconcile failed: %s", err)
             return self.status(release or self.release, "failed", last_error=str(err))
 
@@ -499,7 +509,7 @@ def instance_metadata(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="inferops-model-agent", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="inferops-model-agent", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", default=CONFIG_PATH, help=f"agent configuration (JSON), default {CONFIG_PATH}")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--boot", action="store_true", help="hydrate the host path, then exit 0 (ecs.service waits for it) or 1")

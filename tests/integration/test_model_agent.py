@@ -75,7 +75,7 @@ class Clients:
         self.stop = threading.Event()
         self.sent = 0
         self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in tritons for _ in range(2)]
+        self.threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in tritons for _client in range(2)]
 
     def _run(self, triton) -> None:
         while not self.stop.is_set():

@@ -203,7 +203,8 @@ IDENTITY = {"instance_id": "i-0aaa", "container_instance_arn": "arn:ci", "cluste
 TASKS = [{"arn": "t1", "url": "http://10.0.0.1:8000", "ready": True}, {"arn": "t2", "url": "http://10.0.0.2:8000", "ready": True}]
 
 
-def status(state: str, loaded: dict, tasks=TASKS, synced=None) -> dict:
+def status(state: str, loaded: dict, tasks=None, synced=None) -> dict:
+    tasks = TASKS if tasks is None else tasks
     synced = {"resnet50": [3, 4]} if synced is None else synced
     return agent.build_status(CONFIG, IDENTITY, record(), state, synced, loaded, tasks, {}, None, CREATED)
 
