@@ -87,6 +87,7 @@ def test_sync_models_and_rollback_playbooks(stack, tmp_path):
     for version in (1, 2, 3):
         make_version(stack.source, "m", version)
     extra = {
+        "model_repository_delivery": "push",
         "model_repository_hosts": "localhost",
         "model_repository_become": False,
         "model_repository_bucket": BUCKET,
