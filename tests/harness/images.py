@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,10 +39,27 @@ def image_exists(ref: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", ref], capture_output=True, check=False).returncode == 0
 
 
+@contextmanager
+def build_lock() -> Iterator[None]:
+    """One base-image build at a time across processes: pytest-xdist workers share dockerd and the rootfs directory."""
+    path = REPO_ROOT / ".cache" / "images.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def debian_base() -> str:
     """A minimal Debian bookworm image made with debootstrap and `docker import`."""
     if image_exists(DEBIAN_BASE):
         return DEBIAN_BASE
+    with build_lock():
+        if not image_exists(DEBIAN_BASE):  # another worker may have built it while this one waited
+            _debootstrap_import()
+    return DEBIAN_BASE
+
+
+def _debootstrap_import() -> None:
     rootfs = REPO_ROOT / ".cache" / "debian-rootfs"
     shutil.rmtree(rootfs, ignore_errors=True)
     rootfs.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +75,6 @@ def debian_base() -> str:
     if tar.wait() != 0:
         raise RuntimeError("tar of the debootstrap rootfs failed")
     shutil.rmtree(rootfs, ignore_errors=True)
-    return DEBIAN_BASE
 
 
 def triton_cpu_base() -> str:
@@ -69,13 +88,16 @@ def triton_cpu_base() -> str:
     from .triton import triton_home
 
     home = triton_home()
-    dockerfile = TRITON_CPU_BASE_DOCKERFILE.format(debian=debian_base())
-    build = subprocess.run(
-        ["docker", "build", "--quiet", "-t", TRITON_CPU_BASE, "-f", "-", str(home)],
-        input=dockerfile.encode(),
-        check=False,
-        capture_output=True,
-    )
+    dockerfile = TRITON_CPU_BASE_DOCKERFILE.format(debian=debian_base())  # before the lock: debian_base takes it too
+    with build_lock():
+        if image_exists(TRITON_CPU_BASE):
+            return TRITON_CPU_BASE
+        build = subprocess.run(
+            ["docker", "build", "--quiet", "-t", TRITON_CPU_BASE, "-f", "-", str(home)],
+            input=dockerfile.encode(),
+            check=False,
+            capture_output=True,
+        )
     if build.returncode != 0:
         raise RuntimeError(f"building {TRITON_CPU_BASE} failed:\n{build.stderr.decode(errors='replace')[-3000:]}")
     return TRITON_CPU_BASE

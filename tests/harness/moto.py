@@ -49,7 +49,11 @@ class MotoServer:
     def stop(self) -> None:
         if self._proc:
             self._proc.terminate()
-            self._proc.wait(10)
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:  # a loaded machine: its state is thrown away anyway
+                self._proc.kill()
+                self._proc.wait(10)
             self._proc = None
 
     def request_count(self) -> int:
