@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.ansible import PlaybookRun, run_playbook
+from tests.harness.ansible import REPO_ROOT, PlaybookRun, run_playbook
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 from tests.harness.triton import TritonServer, write_model
 
+# The bluegreen module once per bad argument set (each merged over the good ones): one ansible-playbook run for all.
+REFUSED_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "bluegreen_refused.yml"
 SMOKE = {
     "model": "simple",
     "inputs": [{"name": "INPUT0", "shape": [2], "datatype": "FP32", "data": [1.0, 2.0]}],
@@ -294,26 +296,30 @@ def test_drain_times_out_when_the_old_colour_stays_busy(app, playbook, routes):
 # ---------------------------------------------------------------- bad input
 
 
-def _break(app: BlueGreenApp, what: str) -> dict:
-    if what == "unknown service":
-        return {"name": "nope"}
-    if what == "unknown target group":
-        tg = app.target_groups["green"].rsplit("/", 1)[0] + "/0000000000000000"
-        return {"target_groups": {"blue": app.target_groups["blue"], "green": tg}}
-    if what == "weights not summing to 100":
-        app.set_weights({"blue": 1, "green": 1})
-        return {}
-    if what == "steps not ending at 100":
-        return {"traffic_steps": [10, 50]}
-    if what == "negative bake":
-        return {"bake_time_s": -1}
-    if what == "missing task definition":
-        return {"task_definition": "triton:99"}
-    if what == "missing alarm":
-        return {"alarm_names": ["no-such-alarm"]}
-    if what == "no capacity":
-        return {"cluster": "inference"}
-    raise AssertionError(what)
+def _bad_args(app: BlueGreenApp) -> dict[str, dict]:
+    """Argument sets the module must refuse before its first write, by what is wrong with them."""
+    unknown_green = app.target_groups["green"].rsplit("/", 1)[0] + "/0000000000000000"
+    return {
+        "unknown service": {"name": "nope"},
+        "unknown target group": {"target_groups": {"blue": app.target_groups["blue"], "green": unknown_green}},
+        "steps not ending at 100": {"traffic_steps": [10, 50]},
+        "negative bake": {"bake_time_s": -1},
+        "missing task definition": {"task_definition": "triton:99"},
+        "missing alarm": {"alarm_names": ["no-such-alarm"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def refused(shared_moto_server) -> tuple[dict[str, dict], dict, dict]:
+    """Every bad argument set through one ansible-playbook run (bluegreen_refused.yml loops over them) on one
+    application: each case's result, and the application before and after the run."""
+    app = create_app(shared_moto_server)
+    app.register_targets("green", 2)
+    before = app.snapshot()
+    cases = _bad_args(app)
+    run_ = run_playbook(REFUSED_PLAYBOOK, {"bg_args": app.module_args("triton:2"), "bad_args": list(cases.values())}, env=app.moto.env())
+    results = dict(zip(cases, run_.result("Refused")["results"], strict=True))
+    return results, before, app.snapshot()
 
 
 @pytest.mark.parametrize(
@@ -321,19 +327,27 @@ def _break(app: BlueGreenApp, what: str) -> dict:
     [
         ("unknown service", "service nope-blue does not exist"),
         ("unknown target group", "target_groups.green"),
-        ("weights not summing to 100", "do not sum to 100"),
         ("steps not ending at 100", "the last step must be 100"),
         ("negative bake", "bake_time_s is -1"),
         ("missing task definition", "task_definition triton:99 does not exist"),
         ("missing alarm", "CloudWatch alarm no-such-alarm does not exist"),
     ],
 )
-def test_bad_input_fails_before_writing(app, playbook, what, message):
-    args = _break(app, what)
-    before = app.snapshot()
-    run_, res = run(app, playbook, **args)
-    assert run_.rc != 0
+def test_bad_input_fails_before_writing(refused, what, message):
+    results, before, after = refused
+    res = results[what]
+    assert res.get("failed")
     assert message in res["msg"]
+    assert res.get("actions", []) == []
+    assert after == before
+
+
+def test_weights_not_summing_to_100_fail_before_writing(app, playbook):
+    app.set_weights({"blue": 1, "green": 1})
+    before = app.snapshot()
+    run_, res = run(app, playbook)
+    assert run_.rc != 0
+    assert "do not sum to 100" in res["msg"]
     assert res.get("actions", []) == []
     assert app.snapshot() == before
 
