@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _triton_client as triton
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
 
 COLORS = ("blue", "green")
@@ -278,24 +279,15 @@ def smoke_problems(outputs: list[dict[str, Any]], expected: list[dict[str, Any]]
 # ---------------------------------------------------------------- drain
 
 
-IN_FLIGHT_GAUGE = "nv_inference_pending_request_count"
-REQUEST_COUNTERS = ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_exec_count")
-
-
 def in_flight(metrics: dict[str, float]) -> float:
-    return metrics.get(IN_FLIGHT_GAUGE, 0.0)
-
-
-def work_counter(metrics: dict[str, float]) -> float:
-    """A counter that moves whenever the server finishes a request, successful or not."""
-    return sum(metrics.get(name, 0.0) for name in REQUEST_COUNTERS)
+    return triton.sample_from(metrics).pending
 
 
 def is_quiet(before: list[dict[str, float]], after: list[dict[str, float]]) -> bool:
-    """Quiet: no queued request now and no request finished between the two samples, on every endpoint."""
+    """Quiet on every endpoint (the container drain's definition, `_triton_client.is_quiet`), one scrape of each."""
     if len(before) != len(after):
         return False
-    return all(in_flight(after[i]) == 0 and work_counter(after[i]) == work_counter(before[i]) for i in range(len(after)))
+    return all(triton.is_quiet(triton.sample_from(b), triton.sample_from(a)) for b, a in zip(before, after))
 
 
 # ---------------------------------------------------------------- the plan

@@ -23,7 +23,6 @@ import datetime
 import json
 import logging
 import os
-import re
 import sys
 import time
 import urllib.error
@@ -44,7 +43,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release
     status_key,
     target_release,
 )
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import FAILURE, TritonClient, TritonError, sum_by_label
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_model import ModelStateError, ensure_loaded, serving
 
 CONFIG_PATH = "/etc/inferops/model-agent.json"
@@ -76,7 +75,6 @@ _INTEGERS = (
     "sync_threads",
 )
 HTTP_TIMEOUT_S = 2.0
-_FAILURE_LINE = re.compile(r'^nv_inference_request_failure\{[^}]*\bmodel="(?P<model>[^"]+)"[^}]*\}\s+(?P<value>\S+)')
 
 log = logging.getLogger("inferops-model-agent")
 
@@ -184,15 +182,7 @@ def triton_tasks(listing: dict[str, Any], container_name: str, http_port: int, m
 
 def failures_by_model(metrics_text: str) -> dict[str, int]:
     """nv_inference_request_failure per model (summed over versions) from Triton's Prometheus text."""
-    totals: dict[str, int] = {}
-    for line in metrics_text.splitlines():
-        match = _FAILURE_LINE.match(line)
-        if match:
-            try:
-                totals[match["model"]] = totals.get(match["model"], 0) + int(float(match["value"]))
-            except ValueError:
-                continue
-    return totals
+    return {model: int(value) for model, value in sum_by_label(metrics_text, FAILURE, "model").items()}
 
 
 # ---------------------------------------------------------------- status

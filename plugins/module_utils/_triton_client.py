@@ -1,26 +1,35 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""Triton's HTTP/REST API (KServe v2 plus the model-repository extension), and pure helpers over its answers.
+"""Triton's HTTP/REST API (KServe v2 plus the model-repository extension), its Prometheus metrics, and pure helpers
+over its answers: the one Triton client of the collection.
 
-The client is the one place this collection talks to a Triton endpoint; it goes through Ansible's URL
-utilities so proxies, timeouts and TLS settings behave as in every other Ansible module.
+Python standard library only (urllib, no `ansible` import), so the same file serves the modules, the model agent on
+the instances, the Triton image's scripts (copied beside them at build time, imported as `_triton_client`) and the
+test harness. urllib honours the usual proxy environment variables.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import math
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from typing import Any
-from urllib.error import HTTPError, URLError
-
-from ansible.module_utils.urls import open_url
 
 READY = "READY"
-_METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+# What "quiet" reads (see is_quiet): the gauge of QUEUED requests, and the counters of finished requests.
+PENDING = "nv_inference_pending_request_count"
+SUCCESS = "nv_inference_request_success"
+FAILURE = "nv_inference_request_failure"
 
 
-class TritonError(Exception):
-    """A Triton request failed; `reason` is Triton's own message when it sent one."""
+class TritonError(OSError):
+    """A Triton request failed; `reason` is Triton's own message when it sent one.
+
+    An OSError, as urllib's HTTPError is: callers that treat an unreachable server and a refused request alike catch
+    OSError."""
 
     def __init__(self, message: str, status: int | None = None, reason: str = "") -> None:
         super().__init__(message)
@@ -34,26 +43,30 @@ class TritonClient:
         self.timeout_s = timeout_s
         self.validate_certs = validate_certs
 
-    def _request(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> tuple[int, bytes]:
+    def _open(self, req: urllib.request.Request | str, timeout_s: float | None) -> tuple[int, bytes]:
+        context = None
+        if not self.validate_certs:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s, context=context) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    def request(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> tuple[int, bytes]:
+        """(HTTP status, raw body) of one request; TritonError when Triton cannot be reached."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            resp = open_url(
-                self.url + path,
-                data=data,
-                method=method,
-                headers=headers,
-                timeout=timeout_s or self.timeout_s,
-                validate_certs=self.validate_certs,
-            )
-            return resp.getcode(), resp.read()
-        except HTTPError as err:
-            return err.code, err.read()
-        except (URLError, OSError) as err:
+            return self._open(req, timeout_s)
+        except (urllib.error.URLError, OSError) as err:
             raise TritonError(f"cannot reach Triton at {self.url}{path}: {err}") from err
 
     def _json(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
-        status, raw = self._request(method, path, body, timeout_s)
+        status, raw = self.request(method, path, body, timeout_s)
         payload = json.loads(raw) if raw else None
         if status != 200:
             reason = payload.get("error", "") if isinstance(payload, dict) else raw.decode(errors="replace")
@@ -61,10 +74,10 @@ class TritonClient:
         return payload
 
     def live(self) -> bool:
-        return self._request("GET", "/v2/health/live")[0] == 200
+        return self.request("GET", "/v2/health/live")[0] == 200
 
     def ready(self) -> bool:
-        return self._request("GET", "/v2/health/ready")[0] == 200
+        return self.request("GET", "/v2/health/ready")[0] == 200
 
     def repository_index(self) -> list[dict]:
         return self._json("POST", "/v2/repository/index", {})
@@ -86,23 +99,116 @@ class TritonClient:
         return self._json("POST", path, {"inputs": inputs}, timeout_s)["outputs"]
 
     def metrics(self, metrics_url: str) -> dict[str, float]:
-        resp = open_url(metrics_url, timeout=self.timeout_s, validate_certs=self.validate_certs)
-        return sum_metrics(resp.read().decode())
+        """The metrics endpoint (Triton's :8002/metrics) summed per metric name; OSError when it cannot be read."""
+        status, raw = self._open(metrics_url, None)
+        if status != 200:
+            raise TritonError(f"GET {metrics_url} returned {status}", status)
+        return sum_metrics(raw.decode("utf-8", "replace"))
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def metric_lines(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Prometheus text exposition -> [(metric name, {label: value}, value)], in order.
+
+    Label values may hold quotes (escaped), braces, commas and spaces. Comments, NaN values and lines that do not
+    parse are skipped."""
+    found = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parsed = _parse_line(line)
+        if parsed is not None:
+            found.append(parsed)
+    return found
 
 
 def sum_metrics(text: str) -> dict[str, float]:
-    """Prometheus text → {metric name: value summed over every label set} (comments and bad lines skipped)."""
+    """Prometheus text -> {metric name: value summed over every label set}."""
     totals: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _METRIC_LINE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match["value"])
-        except ValueError:
-            continue
-        totals[match["name"]] = totals.get(match["name"], 0.0) + value
+    for name, _labels, value in metric_lines(text):
+        totals[name] = totals.get(name, 0.0) + value
     return totals
+
+
+def sum_by_label(text: str, metric: str, label: str) -> dict[str, float]:
+    """One metric summed per value of one label (e.g. failures per model, over its versions)."""
+    totals: dict[str, float] = {}
+    for name, labels, value in metric_lines(text):
+        if name == metric and label in labels:
+            totals[labels[label]] = totals.get(labels[label], 0.0) + value
+    return totals
+
+
+_ESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
+
+
+def _parse_line(line: str) -> tuple[str, dict[str, str], float] | None:
+    """'name{label="value",...} value [timestamp]' -> (name, labels, value); None when it does not parse."""
+    end = 0
+    while end < len(line) and (line[end].isalnum() or line[end] in "_:"):
+        end += 1
+    name, pos, labels = line[:end], end, {}
+    if not name:
+        return None
+    if line.startswith("{", pos):
+        pos += 1
+        while True:
+            while pos < len(line) and line[pos] in " ,":
+                pos += 1
+            if line.startswith("}", pos):
+                pos += 1
+                break
+            eq = line.find("=", pos)
+            if eq < 0 or not line.startswith('"', eq + 1):
+                return None
+            key, pos, value = line[pos:eq].strip(), eq + 2, []
+            if not key.replace("_", "a").isalnum():
+                return None
+            while pos < len(line) and line[pos] != '"':
+                if line[pos] == "\\" and pos + 1 < len(line):
+                    pos += 1
+                    value.append(_ESCAPES.get(line[pos], "\\" + line[pos]))
+                else:
+                    value.append(line[pos])
+                pos += 1
+            if pos >= len(line):
+                return None  # the quoted value never closes
+            labels[key] = "".join(value)
+            pos += 1
+    fields = line[pos:].split()
+    if not fields:
+        return None
+    try:
+        value = float(fields[0])
+    except ValueError:
+        return None
+    return None if math.isnan(value) else (name, labels, value)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What "quiet" reads from one metrics scrape, all models together."""
+
+    pending: float  # queued requests (a gauge: it drops when execution starts)
+    completed: float  # finished requests, successful or not (counters)
+
+
+def sample_from(totals: dict[str, float]) -> Sample:
+    return Sample(pending=totals.get(PENDING, 0.0), completed=totals.get(SUCCESS, 0.0) + totals.get(FAILURE, 0.0))
+
+
+def is_quiet(before: Sample, after: Sample) -> bool:
+    """Quiet between two scrapes: no request queued now and none finished since the earlier scrape.
+
+    The one definition the cutover's drain of the old colour and the container's drain on SIGTERM both use: a
+    server is quiet for N seconds when every pair of scrapes across those N seconds is quiet."""
+    return after.pending == 0 and after.completed == before.completed
+
+
+# ---------------------------------------------------------------- repository index
 
 
 def model_versions(index: list[dict], model: str) -> dict[str, dict]:

@@ -7,11 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .ports import free_port, wait_until
+
+if TYPE_CHECKING:
+    from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRITON_HOME = REPO_ROOT / ".cache" / "tritonserver"
@@ -105,31 +107,25 @@ class TritonServer:
             wait_until(self.is_ready, 60, "tritonserver ready")
         return self
 
-    def _status(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(f"{self.url}{path}", timeout=2) as resp:
-                return resp.status
-        except urllib.error.HTTPError as err:
-            return err.code
+    @property
+    def client(self) -> TritonClient:
+        """The collection's own Triton client on this server's HTTP port."""
+        # Imported here: `python -m tests.harness.images` uses this file without the collection on sys.path.
+        from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
+
+        return TritonClient(self.url, timeout_s=2)
 
     def is_live(self) -> bool:
         if self._proc and self._proc.poll() is not None:
             raise RuntimeError(f"tritonserver exited with {self._proc.returncode}; see {self.log_path}")
-        return self._status("/v2/health/live") == 200
+        return self.client.live()
 
     def is_ready(self) -> bool:
-        return self._status("/v2/health/ready") == 200
+        return self.client.ready()
 
     def post(self, path: str, body: dict | None = None) -> tuple[int, dict | list | None]:
-        data = json.dumps(body or {}).encode()
-        req = urllib.request.Request(f"{self.url}{path}", data=data, method="POST", headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                raw = resp.read()
-                return resp.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as err:
-            raw = err.read()
-            return err.code, json.loads(raw) if raw else None
+        status, raw = self.client.request("POST", path, body or {}, timeout_s=60)
+        return status, json.loads(raw) if raw else None
 
     def infer(self, model: str, values: list[float], version: str = "") -> list[float]:
         path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"

@@ -24,6 +24,8 @@ from tests.harness.triton import write_model
 from tests.harness.triton_image import TritonContainer, world_readable
 
 FILES = Path(__file__).resolve().parents[2] / "roles" / "triton_image" / "files"
+# The scripts import the collection's Triton client, which the image build copies beside them.
+TRITON_CLIENT = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_triton_client.py"
 STOP_TIMEOUT_S = 8  # ECS's stopTimeout stand-in: the entrypoint's budget is 2 s less
 SLOW_MODEL = """import time
 
@@ -79,8 +81,16 @@ def test_adversarial_image_stop_during_a_model_load_ends_within_the_budget(tmp_p
         "TRITON_EXIT_TIMEOUT_S": "2",
         "TRITON_EXTRA_ARGS": "--allow-gpu-metrics=false --disable-auto-complete-config",
         "LD_LIBRARY_PATH": "/opt/tritonserver/lib",  # the role's image registers it with ldconfig; the bare base does not
+        "PYTHONPATH": "/opt/inferops/lib",
     }
-    mount = ("-v", f"{FILES}:/opt/inferops/bin:ro", "--entrypoint", "python3")
+    mount = (
+        "-v",
+        f"{FILES}:/opt/inferops/bin:ro",
+        "-v",
+        f"{TRITON_CLIENT}:/opt/inferops/lib/_triton_client.py:ro",
+        "--entrypoint",
+        "python3",
+    )
     container = TritonContainer(
         triton_cpu_base(),
         slow_repository(tmp_path / "models"),

@@ -105,7 +105,7 @@ def test_first_build_renders_builds_and_pushes_by_digest(built):
     )  # fmt: skip
     lines = probe.stdout.split()
     assert lines[:3] == ["1000", "0", "1"], probe.stdout
-    assert set(lines[3:]) == {"triton_drain.py", "triton_entrypoint.py", "triton_healthcheck.py"}
+    assert set(lines[3:]) == {"_triton_client.py", "triton_drain.py", "triton_entrypoint.py", "triton_healthcheck.py"}
 
 
 def test_rebuild_without_change_pushes_nothing_and_keeps_the_digest(built):

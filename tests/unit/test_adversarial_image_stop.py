@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 FILES = Path(__file__).resolve().parents[2] / "roles" / "triton_image" / "files"
-sys.path.insert(0, str(FILES))
+# The scripts import the collection's Triton client, which the image build copies beside them.
+TRITON_CLIENT_DIR = Path(__file__).resolve().parents[2] / "plugins" / "module_utils"
+sys.path[:0] = [str(FILES), str(TRITON_CLIENT_DIR)]
 
 import triton_entrypoint as entrypoint  # noqa: E402
 
@@ -54,6 +56,7 @@ def start(tmp_path: Path, mode: str, **env: str) -> subprocess.Popen:
         "TRITON_DRAIN_WATCH_S": "60",
         "STAND_IN_MODE": mode,
         "STAND_IN_STUB_PID": str(tmp_path / "stub.pid"),
+        "PYTHONPATH": str(TRITON_CLIENT_DIR),
         **env,
     }
     proc = subprocess.Popen(

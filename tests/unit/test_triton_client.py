@@ -1,7 +1,17 @@
+"""The pure parts of the collection's one Triton client: the Prometheus parser, "quiet", the repository index.
+No server: text and dicts in, values out (tests/integration/test_triton_client.py talks to a real tritonserver)."""
+
 from __future__ import annotations
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import (
+    FAILURE,
+    Sample,
+    TritonError,
+    is_quiet,
+    metric_lines,
     ready_versions,
+    sample_from,
+    sum_by_label,
     sum_metrics,
     unready_models,
 )
@@ -45,3 +55,43 @@ def test_unready_models_names_state_and_reason():
         "model c is not READY (version ? UNKNOWN)",
         "model missing is not in the repository index",
     ]
+
+
+# Label values as Triton writes them: a model name may hold braces, commas, spaces and (escaped) quotes.
+QUOTED = r"""nv_inference_request_failure{model="ens}emble",reason="OTHER",version="1"} 2
+nv_inference_request_failure{model="ens}emble",reason="BACKEND",version="2"} 3
+nv_inference_request_failure{model="say \"hi\", {now}",version="1"} 4 1700000000000
+nv_inference_pending_request_count{model="ens}emble",version="1"} 1
+nv_inference_request_success{model="a\\b",version="1"} 7
+broken{model="never closed} 9
+nv_gpu_utilization{gpu_uuid="GPU-1"} NaN
+"""
+
+
+def test_a_label_value_with_a_closing_brace_is_not_dropped():
+    totals = sum_metrics(QUOTED)
+    assert totals[FAILURE] == 9
+    assert totals["nv_inference_pending_request_count"] == 1
+    assert "broken" not in totals  # a quoted value that never closes is not a metric line
+    assert "nv_gpu_utilization" not in totals  # NaN is no value
+
+
+def test_label_values_are_unescaped_and_summed_per_label():
+    labels = [line[1] for line in metric_lines(QUOTED)]
+    assert labels[2] == {"model": 'say "hi", {now}', "version": "1"}
+    assert labels[4] == {"model": "a\\b", "version": "1"}
+    assert sum_by_label(QUOTED, FAILURE, "model") == {"ens}emble": 5, 'say "hi", {now}': 4}
+
+
+def test_quiet_needs_an_empty_queue_and_still_counters():
+    idle = sample_from(sum_metrics("nv_inference_request_success 5\nnv_inference_request_failure 1"))
+    assert idle == Sample(pending=0, completed=6)
+    assert is_quiet(idle, idle)
+    assert not is_quiet(idle, Sample(pending=1, completed=6))  # queued, not yet executing
+    assert not is_quiet(idle, Sample(pending=0, completed=7))  # one finished in between
+
+
+def test_a_triton_error_is_an_oserror_like_urllib_s():
+    err = TritonError("POST /v2/repository/models/a/load returned 400: failed", 400, "failed")
+    assert isinstance(err, OSError)
+    assert (err.status, err.reason) == (400, "failed")

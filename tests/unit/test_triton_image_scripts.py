@@ -10,6 +10,8 @@ import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "roles" / "triton_image" / "files"
 sys.path.insert(0, str(SCRIPTS))  # the entrypoint imports triton_drain from its own directory, as in the image
+# ... and the drain imports the collection's Triton client, which the image build copies beside it
+sys.path.insert(0, str(SCRIPTS.parents[2] / "plugins" / "module_utils"))
 drain = importlib.import_module("triton_drain")
 entrypoint = importlib.import_module("triton_entrypoint")
 health = importlib.import_module("triton_healthcheck")

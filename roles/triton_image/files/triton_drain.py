@@ -5,89 +5,38 @@ Used by triton_entrypoint.py on SIGTERM (before it forwards the signal to triton
 `triton_drain.py [--timeout-s N] [--quiet-s N]` (exit 0 when quiet, 1 when the drain timeout passed first).
 
 Quiet means: nv_inference_pending_request_count (a gauge of QUEUED requests) is zero in the latest sample, and
-the sum of nv_inference_request_success + nv_inference_request_failure (counters) has not moved for quiet_s.
+every sample for quiet_s was quiet by `_triton_client.is_quiet` (nothing queued, the finished-request counters
+still), the definition the cutover's drain uses too.
 Requests already executing are finished by tritonserver itself after SIGTERM (within --exit-timeout-secs); the
 drain exists so that traffic still arriving (a load balancer that has not finished deregistering the target) is
-served instead of refused. Python stdlib only: it runs inside the Triton image.
+served instead of refused. Python stdlib only: it runs inside the Triton image, with the collection's
+plugins/module_utils/_triton_client.py copied beside it at build time.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-PENDING = "nv_inference_pending_request_count"
-SUCCESS = "nv_inference_request_success"
-FAILURE = "nv_inference_request_failure"
+from _triton_client import FAILURE, PENDING, SUCCESS, Sample, TritonClient, is_quiet, sample_from
+from _triton_client import sum_metrics as parse_metrics
+
+# Re-exported: the entrypoint and callers of this script's earlier versions read them from here.
+__all__ = ["FAILURE", "PENDING", "SUCCESS", "QuietTracker", "Sample", "parse_metrics", "sample_from", "wait_until_quiet"]
+
 HTTP_TIMEOUT_S = 2.0
 DEFAULT_QUIET_S = "0.3"  # longer than the gap between answers while a client keeps sending
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> {metric name: sum over every label set}. Comments and junk lines are skipped."""
-    totals: dict[str, float] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, rest = _split_name(line)
-        if not name:
-            continue
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        totals[name] = totals.get(name, 0.0) + value
-    return totals
-
-
-def _split_name(line: str) -> tuple[str, str]:
-    """'name{labels} value [ts]' -> ('name', 'value [ts]'); label values may hold quotes, braces and spaces."""
-    end = 0
-    while end < len(line) and (line[end].isalnum() or line[end] in "_:"):
-        end += 1
-    name, rest = line[:end], line[end:]
-    if not rest.startswith("{"):
-        return name, rest
-    in_quotes = escaped = False
-    for pos, char in enumerate(rest):
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == '"':
-            in_quotes = not in_quotes
-        elif char == "}" and not in_quotes:
-            return name, rest[pos + 1 :]
-    return "", ""
-
-
-@dataclass(frozen=True)
-class Sample:
-    pending: float  # queued requests, all models
-    completed: float  # success + failure counters, all models
-
-
-def sample_from(totals: dict[str, float]) -> Sample:
-    return Sample(pending=totals.get(PENDING, 0.0), completed=totals.get(SUCCESS, 0.0) + totals.get(FAILURE, 0.0))
-
-
 class QuietTracker:
-    """Remembers when the completion counters last moved; thread-safe (a watcher and the drain both feed it)."""
+    """Remembers the last scrape that was not quiet after the one before it; thread-safe (a watcher and the drain
+    both feed it)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -96,7 +45,7 @@ class QuietTracker:
 
     def observe(self, sample: Sample, now: float) -> None:
         with self._lock:
-            if self._last is None or sample.completed != self._last.completed:
+            if self._last is None or not is_quiet(self._last, sample):
                 self._last_change_at = now
             self._last = sample
 
@@ -120,8 +69,7 @@ class DrainResult:
 
 
 def fetch_metrics(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> dict[str, float]:
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-        return parse_metrics(resp.read().decode("utf-8", "replace"))
+    return TritonClient(url, timeout_s).metrics(url)
 
 
 def wait_until_quiet(
@@ -159,16 +107,9 @@ def models_still_loaded(index: list[dict]) -> list[str]:
     return sorted({e["name"] for e in index if e.get("name") and e.get("state") in ("READY", "UNLOADING")})
 
 
-def _post(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> object:
-    req = urllib.request.Request(url, data=b"{}", method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-        raw = resp.read()
-    return json.loads(raw) if raw else None
-
-
 def repository_index(http_url: str, timeout_s: float = HTTP_TIMEOUT_S) -> list[dict]:
     """Triton's repository index: every model version it knows, with its state."""
-    index = _post(f"{http_url}/v2/repository/index", timeout_s)
+    index = TritonClient(http_url, timeout_s).repository_index()
     if not isinstance(index, list):
         raise ValueError(f"repository index is not a list: {index!r}")
     return index
@@ -186,11 +127,12 @@ def unload_models(
     Done before SIGTERM because tritonserver's own shutdown checks for live models once a second: a server with
     nothing loaded exits at once. Returns (all unloaded, models that were loaded)."""
     deadline = clock() + timeout_s
-    loaded = models_still_loaded(_post(f"{http_url}/v2/repository/index"))  # type: ignore[arg-type]
+    loaded = models_still_loaded(repository_index(http_url))
+    client = TritonClient(http_url, HTTP_TIMEOUT_S)
     for name in loaded:
-        _post(f"{http_url}/v2/repository/models/{urllib.parse.quote(name, safe='')}/unload")
+        client.unload(urllib.parse.quote(name, safe=""))
     while clock() < deadline:
-        if not models_still_loaded(_post(f"{http_url}/v2/repository/index")):  # type: ignore[arg-type]
+        if not models_still_loaded(repository_index(http_url)):
             return True, loaded
         sleep(poll_s)
     return False, loaded

@@ -20,11 +20,10 @@ import json
 import math
 import os
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 import triton_drain
+from _triton_client import TritonClient
 from triton_drain import HTTP_TIMEOUT_S
 
 
@@ -95,18 +94,12 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _request(url: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
+def _request(client: TritonClient, path: str, body: Any = None) -> tuple[int, Any]:
     try:
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
-            status, raw = resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        status, raw = err.code, err.read()
+        status, raw = client.request("GET" if body is None else "POST", path, body)
     except (OSError, ValueError) as exc:
-        raise Unhealthy(f"{url}: {getattr(exc, 'reason', exc)}") from exc
+        cause = exc.__cause__ or exc
+        raise Unhealthy(f"{client.url}{path}: {getattr(cause, 'reason', cause)}") from exc
     try:
         return status, json.loads(raw) if raw else None
     except ValueError:
@@ -117,10 +110,11 @@ def check(
     base_url: str, expected: list[tuple[str, str]], smoke_model: str, smoke_request: Any, smoke_expected: Any, tolerance: float
 ) -> str:
     """Run the checks in order; returns the healthy summary or raises Unhealthy with the first failure."""
-    status, _body = _request(f"{base_url}/v2/health/live")
+    client = TritonClient(base_url, HTTP_TIMEOUT_S)
+    status, _body = _request(client, "/v2/health/live")
     if status != 200:
         raise Unhealthy(f"server not live (GET /v2/health/live answered {status})")
-    status, index = _request(f"{base_url}/v2/repository/index", {})
+    status, index = _request(client, "/v2/repository/index", {})
     if status != 200 or not isinstance(index, list):
         raise Unhealthy(f"repository index unavailable (HTTP {status}: {_short(index)})")
     problems = check_index(index, expected)
@@ -128,7 +122,7 @@ def check(
         raise Unhealthy("; ".join(problems))
     summary = f"live, {len(expected)} expected model(s) READY"
     if smoke_model:
-        status, body = _request(f"{base_url}/v2/models/{smoke_model}/infer", smoke_request)
+        status, body = _request(client, f"/v2/models/{smoke_model}/infer", smoke_request)
         if status != 200 or not isinstance(body, dict):
             raise Unhealthy(f"smoke inference on {smoke_model} failed (HTTP {status}: {_short(body)})")
         problems = compare_outputs(body, smoke_expected, tolerance)
