@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import yaml
 from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_agent as agent
@@ -21,6 +26,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release
     target_release,
 )
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = "triton"
 CREATED = "2026-01-01T00:00:00Z"
 
@@ -268,3 +274,22 @@ def test_records_are_read_again_only_when_their_etag_changes():
 def test_the_standalone_client_accepts_aws_retry_like_the_module_clients():
     s3 = FakeS3({"k": b"v"})
     assert agent.BotocoreRetryingClient(s3).get_object(aws_retry=True, Bucket="b", Key="k")["Body"].read() == b"v"
+
+
+# ---------------------------------------------------------------- what the instance needs
+
+
+def test_the_agent_imports_no_ansible_and_the_role_installs_every_module_it_imports():
+    """On the instance only the system python3 and boto3 exist: import the agent with `ansible` unimportable, and
+    compare the collection modules it loaded with the files roles/model_agent installs."""
+    package = "ansible_collections.inferops.triton_ecs.plugins.module_utils"
+    code = (
+        "import sys, json; sys.modules['ansible'] = None; "
+        f"import {package}._model_agent; "
+        f"print(json.dumps(sorted(m.rsplit('.', 1)[1] + '.py' for m in sys.modules if m.startswith('{package}._'))))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / ".build" / "collections"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    installed = yaml.safe_load((REPO_ROOT / "roles" / "model_agent" / "vars" / "main.yml").read_text())["model_agent__module_files"]
+    assert set(json.loads(done.stdout)) <= set(installed)
