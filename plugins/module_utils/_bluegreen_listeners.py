@@ -290,13 +290,13 @@ def production_url(load_balancer: dict[str, Any], production: dict[str, Any]) ->
 
 
 def observe(elbv2: Any, params: dict[str, Any]) -> dict[str, Any]:
-    listeners = _elbv2.describe_listeners(elbv2, LoadBalancerArn=params["load_balancer_arn"])
+    listeners = _elbv2.describe_listeners(elbv2, params["load_balancer_arn"])
     by_port = {int(listener["Port"]): listener for listener in listeners}
     production = by_port.get(params["production"]["port"])
     observed: dict[str, Any] = {"production_listener": production, "production_rules": [], "production_rule": None, "test_listener": None}
     rule = params["production"].get("rule")
     if production and rule:
-        observed["production_rules"] = _elbv2.describe_rules(elbv2, ListenerArn=production["ListenerArn"])
+        observed["production_rules"] = _elbv2.describe_rules(elbv2, production["ListenerArn"])
         observed["production_rule"] = find_rule(observed["production_rules"], params["target_groups"], rule["priority"])[0]
     if params.get("test"):
         observed["test_listener"] = by_port.get(params["test"]["port"])

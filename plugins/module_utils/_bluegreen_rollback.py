@@ -163,12 +163,12 @@ def _forwarding_resources(elbv2: Any, tgs: dict[str, str]) -> list[dict[str, Any
     )
     resources = []
     for balancer in balancers:
-        for listener in elb.describe_listeners(elbv2, LoadBalancerArn=balancer):
+        for listener in elb.describe_listeners(elbv2, balancer):
             port = listener.get("Port")
             resources.append(
                 {"arn": listener["ListenerArn"], "actions": listener.get("DefaultActions") or [], "port": port, "is_rule": False}
             )
-            for rule in elb.describe_rules(elbv2, ListenerArn=listener["ListenerArn"]):
+            for rule in elb.describe_rules(elbv2, listener["ListenerArn"]):
                 if not rule.get("IsDefault"):
                     resources.append({"arn": rule["RuleArn"], "actions": rule.get("Actions") or [], "port": port, "is_rule": True})
     return resources

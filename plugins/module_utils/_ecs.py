@@ -14,6 +14,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs_services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_pages import full_result
 
 # ---------------------------------------------------------------- task definitions
 
@@ -54,15 +55,9 @@ def deregister_task_definition(ecs: Any, task_definition_arn: str) -> dict[str, 
 
 def list_task_definitions(ecs: Any, family: str, status: str = "ACTIVE") -> list[str]:
     """Every revision ARN of a family, newest first. Used only where all revisions matter (keep_revisions, absent)."""
-    arns: list[str] = []
-    kwargs: dict[str, Any] = {"familyPrefix": family, "status": status, "sort": "DESC"}
-    while True:
-        page = ecs.list_task_definitions(aws_retry=True, **kwargs)
-        # familyPrefix matches by prefix; keep this family's own revisions only.
-        arns += [arn for arn in page.get("taskDefinitionArns", []) if arn.rsplit("/", 1)[-1].rsplit(":", 1)[0] == family]
-        if not page.get("nextToken"):
-            break
-        kwargs["nextToken"] = page["nextToken"]
+    listed = full_result(ecs, "list_task_definitions", familyPrefix=family, status=status, sort="DESC").get("taskDefinitionArns", [])
+    # familyPrefix matches by prefix; keep this family's own revisions only.
+    arns = [arn for arn in listed if arn.rsplit("/", 1)[-1].rsplit(":", 1)[0] == family]
     return sorted(arns, key=revision_of, reverse=True)
 
 

@@ -3,7 +3,8 @@
 """The one place this collection calls the ELBv2 (Application Load Balancer) API: one thin function per call.
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
-and calls it with `aws_retry=True`; botocore errors propagate for the module to report through `fail_json_aws`.
+and calls it with `aws_retry=True`; listings go through botocore's paginators (`_aws_pages.full_result`); botocore
+errors propagate for the module to report through `fail_json_aws`, except "not found", which reads as None.
 Grouped by resource: load balancers, target groups, listeners, rules.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import ClientError, error_code
+from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_pages import full_result
 
 
 def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
@@ -24,10 +26,8 @@ def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
 def describe_load_balancer(elbv2: Any, arn: str) -> dict[str, Any] | None:
     try:
         return elbv2.describe_load_balancers(aws_retry=True, LoadBalancerArns=[arn])["LoadBalancers"][0]
-    except ClientError as e:
-        if error_code(e) in ("LoadBalancerNotFound", "ValidationError"):
-            return None
-        raise
+    except is_boto3_error_code(["LoadBalancerNotFound", "ValidationError"]):
+        return None
 
 
 # ---------------------------------------------------------------- target groups
@@ -39,9 +39,7 @@ def describe_target_groups(elbv2: Any, arns: list[str]) -> dict[str, dict[str, A
     for arn in arns:
         try:
             found[arn] = elbv2.describe_target_groups(aws_retry=True, TargetGroupArns=[arn])["TargetGroups"][0]
-        except ClientError as e:
-            if error_code(e) not in ("TargetGroupNotFound", "ValidationError"):
-                raise
+        except is_boto3_error_code(["TargetGroupNotFound", "ValidationError"]):
             found[arn] = None
     return found
 
@@ -54,10 +52,8 @@ def describe_target_group_attributes(elbv2: Any, arn: str) -> dict[str, str] | N
     """Attribute key -> value, or None when the target group does not exist."""
     try:
         found = elbv2.describe_target_group_attributes(aws_retry=True, TargetGroupArn=arn)["Attributes"]
-    except ClientError as e:
-        if error_code(e) in ("TargetGroupNotFound", "TargetGroupNotFoundException"):
-            return None
-        raise
+    except is_boto3_error_code(["TargetGroupNotFound", "TargetGroupNotFoundException"]):
+        return None
     return {a["Key"]: a["Value"] for a in found}
 
 
@@ -71,23 +67,15 @@ def modify_target_group_attributes(elbv2: Any, arn: str, attributes: dict[str, s
 # ---------------------------------------------------------------- listeners
 
 
-def describe_listeners(elbv2: Any, **query: Any) -> list[dict[str, Any]]:
-    """The listeners `query` selects (LoadBalancerArn= or ListenerArns=), across pages."""
-    listeners: list[dict[str, Any]] = []
-    while True:
-        page = elbv2.describe_listeners(aws_retry=True, **query)
-        listeners += page.get("Listeners", [])
-        if not page.get("NextMarker"):
-            return listeners
-        query["Marker"] = page["NextMarker"]
+def describe_listeners(elbv2: Any, load_balancer_arn: str) -> list[dict[str, Any]]:
+    """Every listener of the load balancer, across pages."""
+    return full_result(elbv2, "describe_listeners", LoadBalancerArn=load_balancer_arn).get("Listeners", [])
 
 
 def describe_listener(elbv2: Any, listener_arn: str) -> dict[str, Any] | None:
     try:
-        return describe_listeners(elbv2, ListenerArns=[listener_arn])[0]
-    except ClientError as e:
-        if error_code(e) not in ("ListenerNotFound", "ValidationError"):
-            raise
+        return elbv2.describe_listeners(aws_retry=True, ListenerArns=[listener_arn])["Listeners"][0]
+    except is_boto3_error_code(["ListenerNotFound", "ValidationError"]):
         return None
 
 
@@ -106,23 +94,15 @@ def modify_listener(elbv2: Any, listener_arn: str, fields: dict[str, Any]) -> di
 # ---------------------------------------------------------------- rules
 
 
-def describe_rules(elbv2: Any, **query: Any) -> list[dict[str, Any]]:
-    """The rules `query` selects (ListenerArn= or RuleArns=), across pages."""
-    rules: list[dict[str, Any]] = []
-    while True:
-        page = elbv2.describe_rules(aws_retry=True, **query)
-        rules += page.get("Rules", [])
-        if not page.get("NextMarker"):
-            return rules
-        query["Marker"] = page["NextMarker"]
+def describe_rules(elbv2: Any, listener_arn: str) -> list[dict[str, Any]]:
+    """Every rule of the listener, across pages."""
+    return full_result(elbv2, "describe_rules", ListenerArn=listener_arn).get("Rules", [])
 
 
 def describe_rule(elbv2: Any, rule_arn: str) -> dict[str, Any] | None:
     try:
-        return describe_rules(elbv2, RuleArns=[rule_arn])[0]
-    except ClientError as e:
-        if error_code(e) not in ("RuleNotFound", "ValidationError"):
-            raise
+        return elbv2.describe_rules(aws_retry=True, RuleArns=[rule_arn])["Rules"][0]
+    except is_boto3_error_code(["RuleNotFound", "ValidationError"]):
         return None
 
 

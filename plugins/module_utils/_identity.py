@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_pages import full_result
+
 
 def get_caller_identity(sts: Any) -> dict[str, str]:
     """{Account, Arn, UserId} of the credentials in use."""
@@ -19,11 +21,4 @@ def get_caller_identity(sts: Any) -> dict[str, str]:
 
 def simulate_principal_policy(iam: Any, principal_arn: str, actions: list[str]) -> list[dict[str, Any]]:
     """IAM's evaluation of each action for the principal, against every resource ("*"), across pages."""
-    results: list[dict[str, Any]] = []
-    query: dict[str, Any] = {"PolicySourceArn": principal_arn, "ActionNames": actions}
-    while True:
-        page = iam.simulate_principal_policy(aws_retry=True, **query)
-        results += page.get("EvaluationResults", [])
-        if not page.get("IsTruncated"):
-            return results
-        query["Marker"] = page["Marker"]
+    return full_result(iam, "simulate_principal_policy", PolicySourceArn=principal_arn, ActionNames=actions).get("EvaluationResults", [])
