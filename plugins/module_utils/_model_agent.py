@@ -351,7 +351,7 @@ class ModelAgent:
         return triton_tasks(listing, c["triton_container_name"], c["triton_http_port"], c["triton_metrics_port"])
 
     def apply(
-        self, release: dict[str, Any], tasks: list[dict[str, Any]]
+        self, release: dict[str, Any] | None, tasks: list[dict[str, Any]]
     ) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[str, int]], list[str], list[str]]:
         """Loads every wanted version on every task.
 
@@ -468,7 +468,8 @@ class ModelAgent:
             synced = self.sync(wanted)
             self.mark_hydrated(release)
             tasks = self.tasks()
-            loaded, failures, load_errors, unreachable = self.apply(release, tasks) if release else ({}, {}, [], [])
+            # Without a release every task is still probed, so the status can say the (empty) release is applied.
+            loaded, failures, load_errors, unreachable = self.apply(release, tasks)
             if release and not unreachable:  # what an unreachable task serves is unknown: prune nothing then
                 self.prune(wanted, loaded)
             state = "failed" if load_errors else "applying"
