@@ -393,7 +393,11 @@ def run(s3: Any, ecs: Any, params: dict[str, Any], check_mode: bool, created: st
     release = None
     if state in ("canary", "promoted"):
         requested = requested_models(params["models"])
-        resolved = resolve_versions(requested, published_versions(s3, bucket, prefix, [name for name, _v in requested]))
+        published = published_versions(s3, bucket, prefix, [name for name, _v in requested])
+        if check_mode:  # a check run of sync_models.yml publishes nothing: count what it would publish first
+            for entry in params.get("publishing") or []:
+                published.setdefault(entry["model"], []).append(int(entry["version"]))
+        resolved = resolve_versions(requested, {name: sorted(versions) for name, versions in published.items()})
         release = make_release(application, resolved, params["release_id"], created)
         check_id_reuse(records, release)
         result.update(release=release, release_id=release["release_id"])

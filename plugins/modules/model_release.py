@@ -60,6 +60,13 @@ options:
   cluster:
     description: ECS cluster whose ACTIVE container instances make the fleet. Required for I(state=converged).
     type: str
+  publishing:
+    description:
+      - Check mode only. Versions this run publishes before the release (C(model_publish) entries with C(model) and
+        C(version)); a check run publishes nothing, so they count as published when the release is planned.
+    type: list
+    elements: dict
+    default: []
   instances:
     description:
       - EC2 instance ids. I(state=canary) the canary instances (each must be an ACTIVE container instance of O(cluster)
@@ -205,6 +212,7 @@ def main() -> None:
         models=dict(type="list", elements="dict"),
         release_id=dict(type="str"),
         cluster=dict(type="str"),
+        publishing=dict(type="list", elements="dict", default=[]),
         instances=dict(type="list", elements="str", default=[]),
         timeout_s=dict(type="int", default=600),
         poll_interval_s=dict(type="int", default=5),

@@ -1,17 +1,23 @@
 """Release rollout logic of module model_release: ids, plans, verdicts, laggard messages and the wait.
 
-Pure functions, plus `run` against an in-memory S3 and ECS mocked at the client boundary (no network).
+Pure functions, plus `run` against an in-memory S3 and ECS mocked at the client boundary (no network); and the
+fleet_capacity user data that writes the model agent's configuration, run by bash with stand-ins.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_release_rollout as rollout
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_agent import parse_config
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import ReleaseError, build_release
 
 APP = "triton"
@@ -251,6 +257,16 @@ def test_run_canary_checks_manifests_before_any_write(s3):
     assert s3.writes == []
 
 
+def test_check_mode_counts_the_versions_this_run_would_publish(s3):
+    ecs = FakeECS(["i-a"])
+    planned = rollout.run(s3, ecs, params("canary", models=[{"name": "m"}], publishing=[{"model": "m", "version": 3}]), True, CREATED)
+    assert planned["release"]["models"] == [{"name": "m", "version": 3}] and s3.writes == []
+    with pytest.raises(ReleaseError, match=r"version=3 has no manifest"):
+        rollout.run(
+            s3, ecs, params("canary", models=[{"name": "m", "version": 3}], publishing=[{"model": "m", "version": 3}]), False, CREATED
+        )
+
+
 def test_run_four_steps_canary_then_promote_then_rollback(s3):
     ecs = FakeECS(["i-b", "i-a"])
     s3.objects["p/status/triton/i-a.json"] = json.dumps(status("i-a", None, failures=4)).encode()
@@ -297,3 +313,45 @@ def test_run_converged_waits_on_every_active_instance(s3):
 def test_build_release_refuses_a_canary_without_instances():
     with pytest.raises(ReleaseError, match="a canary record lists at least one instance id"):
         build_release(APP, "r-1", [{"name": "m", "version": 1}], CREATED, instances=[])
+
+
+def render_user_data(**variables) -> str:
+    """roles/fleet_capacity's user data rendered by Ansible's templar with the role defaults and `variables`."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    role = Path(__file__).resolve().parents[2] / "roles" / "fleet_capacity"
+    values = {**yaml.safe_load((role / "defaults" / "main.yml").read_text()), **variables}
+    return Templar(loader=DataLoader(), variables=values).template(trust_as_template((role / "templates" / "user_data.sh.j2").read_text()))
+
+
+@pytest.mark.parametrize("region", ["eu-west-1", ""])
+def test_fleet_capacity_user_data_writes_a_config_the_model_agent_accepts(tmp_path, region):
+    """Stand-ins: /etc under a temporary directory, and a `curl` on PATH answering IMDSv2's token and region."""
+    script = render_user_data(
+        fleet_capacity_model_agent_bucket="example-triton-models",
+        fleet_capacity_model_agent_prefix="models/",
+        fleet_capacity_model_agent_region=region,
+        fleet_capacity_model_agent_settings={"keep_versions": 3},
+    ).replace("/etc/", f"{tmp_path}/etc/")
+    (tmp_path / "etc" / "ecs").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_curl = bin_dir / "curl"
+    fake_curl.write_text('#!/bin/sh\ncase "$*" in *api/token*) echo token ;; *placement/region*) echo us-east-2 ;; *) exit 22 ;; esac\n')
+    fake_curl.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run(["bash", "-c", script], check=True, env=env)
+    config = parse_config((tmp_path / "etc" / "inferops" / "model-agent.json").read_bytes(), "model-agent.json")
+    assert (config["bucket"], config["prefix"], config["application"], config["cluster"]) == (
+        "example-triton-models",
+        "models/",
+        "triton",
+        "inference",
+    )
+    assert config["region"] == (region or "us-east-2") and config["keep_versions"] == 3 and config["poll_interval_s"] == 30
+    assert "ECS_CLUSTER=inference" in (tmp_path / "etc" / "ecs" / "ecs.config").read_text()
+
+
+def test_fleet_capacity_user_data_without_a_bucket_writes_no_agent_config():
+    assert "model-agent.json" not in render_user_data()

@@ -1,0 +1,116 @@
+"""A simulated fleet for the controller side of model releases: an ECS cluster whose container instances are
+simulated instances (tests/harness/model_agent.py), each with the real model agent and real tritonserver tasks.
+
+Stand-ins: a moto server for S3, EC2 and ECS (moto EC2 instances registered as the cluster's container instances, so
+ListContainerInstances/DescribeContainerInstances answer with their ec2InstanceId); the agents' introspection and
+IMDSv2 endpoints are the harness's. Versions of model `m` answer OUTPUT0 = INPUT0 + <version>.
+
+    fleet = SimulatedFleet(tmp_path, moto, size=2)
+    fleet.publish(1)                       # version 1 of m in S3 (what model_publish writes)
+    fleet.controller("promoted", models=[{"name": "m", "version": 1}])   # module model_release's own code
+    fleet.serving()                        # the version each instance's first task serves
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_release_rollout, _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version
+
+from .model_agent import SimulatedInstance
+from .model_versions import make_version
+from .moto import REGION, MotoServer
+
+BUCKET = "models"
+PREFIX = "models"
+APP = "triton"
+CLUSTER = "fleet"
+MODEL = "m"
+
+
+class SimulatedFleet:
+    def __init__(self, workdir: Path, moto: MotoServer, size: int, poll_interval_s: int = 1, tasks_per_instance: int = 1) -> None:
+        self.moto = moto
+        self.s3 = moto.client("s3")
+        self.s3.create_bucket(Bucket=BUCKET)
+        ec2 = moto.client("ec2")
+        image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        launched = ec2.run_instances(ImageId=image, MinCount=size, MaxCount=size, InstanceType="g5.xlarge")["Instances"]
+        self.instance_ids = sorted(i["InstanceId"] for i in launched)
+        ecs = moto.client("ecs")
+        ecs.create_cluster(clusterName=CLUSTER)
+        for instance_id in self.instance_ids:
+            document = json.dumps({"instanceId": instance_id, "region": REGION})
+            ecs.register_container_instance(cluster=CLUSTER, instanceIdentityDocument=document)
+        self.source = workdir / "source"
+        self.instances: list[SimulatedInstance] = []
+        try:
+            for instance_id in self.instance_ids:
+                instance = SimulatedInstance(
+                    workdir / instance_id, moto, BUCKET, PREFIX, APP, instance_id, cluster=CLUSTER, poll_interval_s=poll_interval_s
+                )
+                self.instances.append(instance)
+                for _task in range(tasks_per_instance):
+                    instance.add_task()
+                instance.start_agent()
+        except BaseException:
+            self.stop()
+            raise
+
+    # -- the model repository and the controller
+
+    def version_source(self, version: int, broken: bool = False) -> dict[str, Any]:
+        """A version directory of m (broken: fails to load), as model_repository_publish lists it."""
+        version_dir, config = make_version(self.source, MODEL, version, broken=broken)
+        return {"model": MODEL, "version": version, "source": str(version_dir), "config": str(config)}
+
+    def publish(self, version: int, broken: bool = False) -> None:
+        entry = self.version_source(version, broken)
+        publish_version(_s3.retrying_client(self.s3), BUCKET, PREFIX, MODEL, version, entry["source"], entry["config"])
+
+    def controller(self, state: str, check_mode: bool = False, **params: Any) -> dict[str, Any]:
+        """One model_release run in-process (the module's own code), against the moto server."""
+        full = {
+            "state": state,
+            "bucket": BUCKET,
+            "prefix": PREFIX,
+            "application": APP,
+            "models": None,
+            "release_id": None,
+            "cluster": CLUSTER,
+            "instances": [],
+            "timeout_s": 120,
+            "poll_interval_s": 0.1,
+            "bake_s": 0,
+            "inference_failures_before": None,
+            **params,
+        }
+        s3, ecs = (_s3.retrying_client(self.moto.client(service)) for service in ("s3", "ecs"))
+        return _model_release_rollout.run(s3, ecs, full, check_mode, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+    # -- what the fleet does
+
+    def serving(self) -> list[float]:
+        """The version each instance's first Triton task serves."""
+        return [instance.tritons[0].infer(MODEL, [10.0])[0] - 10.0 for instance in self.instances]
+
+    def record(self, name: str) -> dict[str, Any] | None:
+        try:
+            body = self.s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}/releases/{APP}/{name}.json")["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        return json.loads(body)
+
+    def records(self) -> dict[str, Any]:
+        return {name: self.record(name) for name in ("current", "previous", "canary")}
+
+    def agent_logs(self) -> str:
+        return "\n".join(f"{i.instance_id}: {i.agent_log()[-1500:]}" for i in self.instances)
+
+    def stop(self) -> None:
+        for instance in self.instances:
+            instance.stop()
