@@ -12,6 +12,18 @@ Hydration figures (function `hydrate_figures`):
   endpoint, then `sha256sum -c` of every file against the manifests' digests (the list is written before timing);
 - `hydrate_ratio`: hydrate_seconds / peer_hydrate_seconds (target: <= 1.0).
 
+Fleet figures (function `fleet_figures`): FLEET_SIZE simulated instances (tests/harness/fleet.py: moto ECS container
+instances, each with the real model agent polling every FLEET_POLL_S seconds and its own real tritonserver), the
+controller's steps run in-process with module model_release's own code, and one client per tritonserver sending
+requests from the first release's arrival to the end:
+
+- `fleet_converge_seconds`: from the controller's write of release 2 (promoted) to every instance's status object
+  reporting it applied (read every 0.1 s). Target: <= FLEET_POLL_S + 5 s;
+- `failed_requests`: requests that failed on any tritonserver through the rollout, the failed canary and the
+  rollback. Target: 0;
+- `rollback_converge_seconds`: from the moment the canary of a version that fails to load is reported failed to every
+  instance reporting the previous release applied again (canary.json deleted: the controller's rollback).
+
 Each figure group is one function returning {name: value}; `main` prints every group's figures as `name: value`.
 Exits non-zero only when it cannot measure (a server does not start, a hydration fails or is not verified).
 """
@@ -24,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -32,7 +45,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_sync, _s3  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release_rollout import RolloutError  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
+from tests.harness.fleet import MODEL, SimulatedFleet  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402
 from tests.harness.moto import MotoServer  # noqa: E402
 from tests.harness.triton import model_config  # noqa: E402
@@ -43,6 +58,8 @@ APP = "triton"
 MODELS = ("detector", "embedder", "ranker")
 FILES_PER_MODEL = 4
 FILE_BYTES = 88 * 1024 * 1024
+FLEET_SIZE = 4
+FLEET_POLL_S = 2
 
 
 def publish_model_set(moto: MotoServer, source: Path) -> dict[str, int]:
@@ -104,8 +121,87 @@ def hydrate_figures(work: Path) -> dict[str, float]:
     return {"hydrate_seconds": round(ours, 2), "peer_hydrate_seconds": round(peer, 2), "hydrate_ratio": round(ours / peer, 3)}
 
 
+class Clients:
+    """One thread per tritonserver sending requests back to back until stopped; counts the failed ones."""
+
+    def __init__(self, tritons: list) -> None:
+        self.failed = 0
+        self.sent = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._send, args=(triton,), daemon=True) for triton in tritons]
+        for thread in self._threads:
+            thread.start()
+
+    def _send(self, triton) -> None:
+        while not self._stop.is_set():
+            try:
+                triton.infer(MODEL, [1.0])
+                failed = None
+            except (OSError, RuntimeError, ValueError, KeyError) as err:
+                failed = str(err)
+            with self._lock:
+                self.sent += 1
+                if failed:
+                    self.failed += 1
+                    self.errors.append(failed)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+
+def fleet_figures(work: Path) -> dict[str, float]:
+    moto = MotoServer(work).start()
+    fleet = None
+    try:
+        fleet = SimulatedFleet(work, moto, size=FLEET_SIZE, poll_interval_s=FLEET_POLL_S)
+        for version in (1, 2):
+            fleet.publish(version)
+        fleet.publish(3, broken=True)
+        fleet.controller("promoted", models=[{"name": MODEL, "version": 1}])
+        fleet.controller("converged")
+        clients = Clients([triton for instance in fleet.instances for triton in instance.tritons])
+        try:
+            start = time.monotonic()
+            fleet.controller("promoted", models=[{"name": MODEL, "version": 2}])
+            fleet.controller("converged")
+            converge = time.monotonic() - start
+
+            canary = fleet.controller("canary", models=[{"name": MODEL, "version": 3}], instances=fleet.instance_ids[:1])
+            try:
+                fleet.controller(
+                    "converged", instances=canary["canary_instances"], inference_failures_before=canary["inference_failures_before"]
+                )
+                raise RuntimeError("the canary of a version that fails to load was not reported failed")
+            except RolloutError:
+                failed_at = time.monotonic()
+            fleet.controller("canary_absent")
+            fleet.controller("converged")
+            rollback = time.monotonic() - failed_at
+        finally:
+            clients.stop()
+        if fleet.serving() != [2.0] * FLEET_SIZE:
+            raise RuntimeError(f"after the rollback the fleet serves {fleet.serving()}, not version 2 everywhere")
+        if clients.sent == 0:
+            raise RuntimeError("the clients sent no request")
+    finally:
+        if fleet:
+            fleet.stop()
+        moto.stop()
+    if clients.errors:
+        print(f"fleet_models: {clients.failed} of {clients.sent} requests failed, first: {clients.errors[0]}", file=sys.stderr)
+    return {
+        "fleet_converge_seconds": round(converge, 2),
+        "failed_requests": clients.failed,
+        "rollback_converge_seconds": round(rollback, 2),
+    }
+
+
 # One function per figure group: each takes a fresh work directory and returns {name: value}.
-FIGURE_GROUPS = [hydrate_figures]
+FIGURE_GROUPS = [hydrate_figures, fleet_figures]
 
 
 def main() -> int:
@@ -115,7 +211,7 @@ def main() -> int:
         for group in FIGURE_GROUPS:
             with tempfile.TemporaryDirectory(prefix=f"bench-{group.__name__}-") as work:
                 figures.update(group(Path(work)))
-    except (RuntimeError, OSError, subprocess.CalledProcessError, TimeoutError) as err:
+    except (RuntimeError, OSError, subprocess.CalledProcessError, TimeoutError, RolloutError) as err:
         print(f"fleet_models: cannot measure: {err}", file=sys.stderr)
         return 1
     for name, value in figures.items():
