@@ -12,7 +12,7 @@ version_added: 0.1.0
 description:
   - Writes the release records the model agent on every container instance reads
     (C(<prefix>/releases/<application>/current.json), C(previous.json), C(canary.json)) and reads back the status object
-    each agent writes (C(<prefix>/status/<application>/<instance-id>.json)). The controller never reaches an instance:
+    each agent writes (C(<prefix>/status/<application>/<instance-id>.json)). The controller never reaches an instance;
     it needs S3 and ECS API access only, no SSH, no SSM, no network path into the VPC.
   - I(state=canary) writes C(canary.json) naming the release and the canary instances (the given O(instances), else the
     first ACTIVE container instance of O(cluster)); only they move to it. Every model version must have its manifest in
