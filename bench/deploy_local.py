@@ -42,14 +42,16 @@ def main() -> int:
             first = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=str(REPO_ROOT / "inventories" / "local"))
             first_s = time.monotonic() - started
             if first.rc != 0:
-                print(f"first run failed (rc {first.rc}):\n{first.stderr[-2000:]}", file=sys.stderr)
+                # The json callback reports a failed task on stdout; stderr carries only warnings.
+                print(f"first run failed (rc {first.rc}), failed tasks {first.failed_tasks}:\n{first.stderr[-2000:]}", file=sys.stderr)
                 return 1
             calls_before = moto.request_count()
             started = time.monotonic()
             noop = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=str(REPO_ROOT / "inventories" / "local"))
             noop_s = time.monotonic() - started
             if noop.rc != 0:
-                print(f"no-op run failed (rc {noop.rc}):\n{noop.stderr[-2000:]}", file=sys.stderr)
+                # The json callback reports a failed task on stdout; stderr carries only warnings.
+                print(f"no-op run failed (rc {noop.rc}), failed tasks {noop.failed_tasks}:\n{noop.stderr[-2000:]}", file=sys.stderr)
                 return 1
             noop_calls = moto.request_count() - calls_before
         finally:
