@@ -2,6 +2,9 @@
 
 A real image is built on the CPU Triton base and pushed to the local registry, the task definition registered, the
 infrastructure created in moto, and the cutover gated on a container of that image (the standby's test route).
+One deployment is shared by the module's cases, in order: the second run, the dry runs (`--check --diff`, the
+request recorder of moto counting write calls), then a failed release, last because it changes the state.
+test_dry_run.py has the dry run on an empty account.
 """
 
 from __future__ import annotations
@@ -11,37 +14,30 @@ import subprocess
 
 import pytest
 
-from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.aws_calls import start_recording, writes
 from tests.harness.images import local_rehearsal_base
+from tests.harness.local_rehearsal import CUTOVER_ROLE, STANDBY, deploy, state
+from tests.harness.moto import MotoServer
 from tests.harness.triton import write_model
 
-STANDBY_CONTAINER = "inferops-test-deploy-standby"
+# The json callback names a role's task "<role> : <task>".
+SLOW_START_TASK = (
+    "inferops.triton_ecs.fleet_load_balancing : Slow start for Triton warm-up, and the deregistration delay (what a check run compares)"
+)
 
 
 @pytest.fixture(scope="module")
 def local_deploy(tmp_path_factory):
     """Runs deploy.yml twice on one fresh moto server; later tests in this module go on from that state."""
     local_rehearsal_base()
-    from tests.harness.moto import MotoServer
-
     moto = MotoServer(tmp_path_factory.mktemp("deploy")).start()
-    extra = {
-        "aws_endpoint_url": moto.endpoint,
-        "deploy_local_standby": {
-            "container_name": STANDBY_CONTAINER,
-            "port": 18100,
-            "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
-        },
-    }
-
-    def deploy(**overrides):
-        return run_playbook(REPO_ROOT / "deploy.yml", extra_vars={**extra, **overrides}, inventory=str(REPO_ROOT / "inventories" / "local"))
-
-    first = deploy()
-    second = deploy()
-    yield moto, deploy, first, second
-    subprocess.run(["docker", "rm", "-f", STANDBY_CONTAINER], check=False, capture_output=True)
-    moto.stop()
+    try:
+        first = deploy(moto)
+        second = deploy(moto)
+        yield moto, first, second
+    finally:
+        subprocess.run(["docker", "rm", "-f", STANDBY["container_name"]], check=False, capture_output=True)
+        moto.stop()
 
 
 def _revisions(moto) -> list[str]:
@@ -58,7 +54,7 @@ def _weights(moto) -> dict[str, int]:
 
 
 def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
-    moto, _deploy, first, _second = local_deploy
+    moto, first, _second = local_deploy
     assert first.rc == 0, first.stderr[-3000:] + first.stdout[-3000:]
     assert "LOCAL REHEARSAL" in first.result("Say this is a local rehearsal")["msg"]
     assert first.result("Register the Triton task definition")["changed"]
@@ -73,24 +69,53 @@ def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
 
 
 def test_second_run_changes_nothing(local_deploy):
-    moto, _deploy, _first, second = local_deploy
+    moto, _first, second = local_deploy
     assert second.rc == 0, second.stderr[-3000:]
     assert second.changed_tasks == []
     assert len(_revisions(moto)) == 1
 
 
+def test_check_on_an_up_to_date_deployment_changes_and_writes_nothing(local_deploy):
+    moto = local_deploy[0]
+    before = state(moto)
+    start_recording(moto)
+    run = deploy(moto, check=True)
+    assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    assert run.changed_tasks == []
+    assert writes(moto) == []
+    assert state(moto) == before
+    # the cutover showed its plan without touching anything
+    assert run.result(f"{CUTOVER_ROLE} : Blue/green | 1 discover - which colour is live, what each runs")["plan"]["phases"] == []
+
+
+def test_check_with_one_input_changed_reports_only_its_task_with_a_diff(local_deploy):
+    moto = local_deploy[0]
+    before = state(moto)
+    start_recording(moto)
+    run = deploy(moto, check=True, fleet_load_balancing_slow_start_s=90)
+    assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    assert run.changed_tasks == [SLOW_START_TASK]
+    changed = [r for r in run.result(SLOW_START_TASK)["results"] if r["changed"]]
+    assert len(changed) == 2  # blue and green
+    assert all(r["diff"]["after"]["slow_start.duration_seconds"] == "90" for r in changed), changed
+    assert writes(moto) == []
+    assert state(moto) == before
+
+
 def test_a_release_whose_model_fails_to_load_rolls_back(local_deploy, tmp_path):
-    moto, deploy, _first, _second = local_deploy
+    moto = local_deploy[0]
     broken = tmp_path / "models"
     write_model(broken, "simple", fail_to_load=True)
+    broken_standby = {"container_name": STANDBY["container_name"] + "-broken", "port": STANDBY["port"] + 1, "model_repository": str(broken)}
     try:
         run = deploy(
+            moto,
             task_definition_environment={"RELEASE": "broken-model"},
-            deploy_local_standby={"container_name": STANDBY_CONTAINER + "-broken", "port": 18101, "model_repository": str(broken)},
+            deploy_local_standby=broken_standby,
             bluegreen_cutover_gates={"expected_models": ["simple"], "timeout_s": 5, "interval_s": 1},
         )
     finally:
-        subprocess.run(["docker", "rm", "-f", STANDBY_CONTAINER + "-broken"], check=False, capture_output=True)
+        subprocess.run(["docker", "rm", "-f", broken_standby["container_name"]], check=False, capture_output=True)
         shutil.rmtree(broken, ignore_errors=True)
     assert run.rc != 0
     failed = [h for t in run.tasks if "Blue/green |" in t["name"] for h in t["hosts"].values() if h.get("failed")]
