@@ -175,9 +175,11 @@ def fleet_figures(work: Path) -> dict[str, float]:
                 fleet.controller(
                     "converged", instances=canary["canary_instances"], inference_failures_before=canary["inference_failures_before"]
                 )
-                raise RuntimeError("the canary of a version that fails to load was not reported failed")
             except RolloutError:
-                failed_at = time.monotonic()
+                pass
+            else:
+                raise RuntimeError("the canary of a version that fails to load was not reported failed")
+            failed_at = time.monotonic()
             fleet.controller("canary_absent")
             fleet.controller("converged")
             rollback = time.monotonic() - failed_at

@@ -43,7 +43,13 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release
     status_key,
     target_release,
 )
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import FAILURE, TritonClient, TritonError, sum_by_label
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import (
+    FAILURE,
+    TritonClient,
+    TritonError,
+    open_direct,
+    sum_by_label,
+)
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_model import ModelStateError, ensure_loaded, serving
 
 CONFIG_PATH = "/etc/inferops/model-agent.json"
@@ -129,7 +135,7 @@ def utc_now() -> str:
 
 def http_request(url: str, method: str = "GET", headers: dict[str, str] | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> bytes:
     request = urllib.request.Request(url, method=method, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+    with open_direct(request, timeout_s) as resp:
         return resp.read()
 
 
@@ -524,4 +530,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

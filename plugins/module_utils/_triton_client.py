@@ -37,6 +37,15 @@ class TritonError(OSError):
         self.reason = reason
 
 
+def open_direct(req: urllib.request.Request | str, timeout_s: float, context: ssl.SSLContext | None = None) -> Any:
+    """Open a URL without the environment's proxies: Triton tasks, the ECS agent and IMDS are reached directly,
+    also on instances whose HTTP(S)_PROXY serves egress to the internet."""
+    handlers: list[Any] = [urllib.request.ProxyHandler({})]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers).open(req, timeout=timeout_s)
+
+
 class TritonClient:
     def __init__(self, url: str, timeout_s: float = 2.0, validate_certs: bool = True) -> None:
         self.url = url.rstrip("/")
@@ -50,7 +59,7 @@ class TritonClient:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         try:
-            with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s, context=context) as resp:
+            with open_direct(req, timeout_s or self.timeout_s, context) as resp:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as err:
             return err.code, err.read()
