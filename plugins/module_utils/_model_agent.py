@@ -49,6 +49,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client
     TritonError,
     open_direct,
     sum_by_label,
+    zero_inputs,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_model import ModelStateError, ensure_loaded, serving
 
@@ -69,6 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "boot_retry_delay_s": 10,
     "load_timeout_s": 300,
     "sync_threads": 4,
+    "smoke_inference": True,
 }
 REQUIRED = ("bucket", "application", "region")
 _INTEGERS = (
@@ -81,6 +83,7 @@ _INTEGERS = (
     "sync_threads",
 )
 HTTP_TIMEOUT_S = 2.0
+SMOKE_TIMEOUT_S = 30.0
 
 log = logging.getLogger("inferops-model-agent")
 
@@ -116,6 +119,8 @@ def parse_config(raw: bytes, where: str) -> dict[str, Any]:
         or config["boot_retry_delay_s"] < 0
     ):
         raise ConfigError(f"{where}: boot_retry_delay_s={config['boot_retry_delay_s']!r}; expected seconds >= 0")
+    if not isinstance(config["smoke_inference"], bool):
+        raise ConfigError(f"{where}: smoke_inference={config['smoke_inference']!r}; expected true or false")
     if not os.path.isabs(str(config["host_path"])):
         raise ConfigError(f"{where}: host_path={config['host_path']!r}; expected an absolute path (the model host path)")
     return config
@@ -184,6 +189,14 @@ def triton_tasks(listing: dict[str, Any], container_name: str, http_port: int, m
                 }
             )
     return sorted(found, key=lambda t: t["arn"] or "")
+
+
+def smoke_test(client: TritonClient, model: str, version: int) -> None:
+    """One inference of zeros on the version just loaded; TritonError (naming the smoke test) when it does not answer."""
+    try:
+        client.infer(model, zero_inputs(client.model_metadata(model, str(version))), version=str(version), timeout_s=SMOKE_TIMEOUT_S)
+    except TritonError as err:
+        raise TritonError(f"smoke inference on {model} version {version} (zeros, variable dimensions as 1) failed: {err}") from err
 
 
 def failures_by_model(metrics_text: str) -> dict[str, int]:
@@ -384,13 +397,15 @@ class ModelAgent:
                     try:
                         ensure_loaded(client, model, version, timeout_s=self.config["load_timeout_s"], index=index)
                         log.info("task %s: %s version %s READY", task["arn"], model, version)
+                        if self.config["smoke_inference"]:
+                            smoke_test(client, model, version)
                     except (ModelStateError, TritonError) as err:
                         failed = str(err)
                         self.load_failures[(release["release_id"], task["arn"], model, version)] = failed
-                        log.error("task %s: %s version %s did not load: %s", task["arn"], model, version, failed)
+                        log.error("task %s: %s version %s did not load or answer: %s", task["arn"], model, version, failed)
                     index = client.repository_index()
                 if failed:
-                    load_errors.append(f"task {task['arn']}: model {model} version {version} failed to load: {failed}")
+                    load_errors.append(f"task {task['arn']}: model {model} version {version} failed to load or answer: {failed}")
                 loaded[model][task["arn"]] = serving(index, model)
             if task["metrics_url"]:
                 try:

@@ -5,7 +5,7 @@ over its answers: the one Triton client of the collection.
 
 Python standard library only (urllib, no `ansible` import), so the same file serves the modules, the model agent on
 the instances, the Triton image's scripts (copied beside them at build time, imported as `_triton_client`) and the
-test harness. urllib honours the usual proxy environment variables.
+test harness. Requests go out directly (open_direct), never through the environment's proxies.
 """
 
 from __future__ import annotations
@@ -103,6 +103,10 @@ class TritonClient:
         """Returns before the unload finishes: poll repository_index() for the outcome."""
         self._json("POST", f"/v2/repository/models/{model}/unload", {})
 
+    def model_metadata(self, model: str, version: str = "") -> dict:
+        """The model's inputs and outputs (names, datatypes, shapes with -1 for a variable dimension)."""
+        return self._json("GET", f"/v2/models/{model}" + (f"/versions/{version}" if version else ""))
+
     def infer(self, model: str, inputs: list[dict], version: str = "", timeout_s: float | None = None) -> list[dict]:
         path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"
         return self._json("POST", path, {"inputs": inputs}, timeout_s)["outputs"]
@@ -116,6 +120,17 @@ class TritonClient:
 
 
 # ---------------------------------------------------------------- metrics
+
+
+def zero_inputs(metadata: dict) -> list[dict]:
+    """An inference request of zeros shaped as the model's metadata says, each variable dimension (-1) as 1: enough
+    to show that a version which loaded also answers."""
+    inputs = []
+    for tensor in metadata.get("inputs", []):
+        shape = [dim if dim > 0 else 1 for dim in tensor["shape"]]
+        zero: Any = "" if tensor["datatype"] == "BYTES" else False if tensor["datatype"] == "BOOL" else 0
+        inputs.append({"name": tensor["name"], "datatype": tensor["datatype"], "shape": shape, "data": [zero] * math.prod(shape)})
+    return inputs
 
 
 def metric_lines(text: str) -> list[tuple[str, dict[str, str], float]]:

@@ -39,17 +39,32 @@ class TritonPythonModel:
         raise RuntimeError("version " + args["model_version"] + " is broken on purpose")
 '''
 
+SILENT_MODEL = '''"""A version that loads but fails every request (what a smoke inference must catch)."""
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.version = args["model_version"]
+
+    def execute(self, requests):
+        raise RuntimeError("version " + self.version + " answers nothing on purpose")
+'''
+
 
 def weights(version: int, size: int) -> bytes:
     seed = hashlib.sha256(f"weights-{version}".encode()).digest()
     return (seed * (size // len(seed) + 1))[:size]
 
 
-def make_version(root: Path, model: str, version: int, broken: bool = False, weights_bytes: int = 64 * 1024) -> tuple[Path, Path]:
-    """Writes <root>/<model>/<version>/{model.py,weights.bin} and <root>/<model>/config.pbtxt; returns (version dir, config)."""
+def make_version(
+    root: Path, model: str, version: int, broken: bool = False, weights_bytes: int = 64 * 1024, answers: bool = True
+) -> tuple[Path, Path]:
+    """Writes <root>/<model>/<version>/{model.py,weights.bin} and <root>/<model>/config.pbtxt; returns (version dir, config).
+
+    broken: the version fails to load; answers=False: it loads but fails every request."""
     version_dir = root / model / str(version)
     version_dir.mkdir(parents=True, exist_ok=True)
-    (version_dir / "model.py").write_text(BROKEN_MODEL if broken else VERSIONED_MODEL)
+    (version_dir / "model.py").write_text(BROKEN_MODEL if broken else VERSIONED_MODEL if answers else SILENT_MODEL)
     (version_dir / "weights.bin").write_bytes(weights(version, weights_bytes))
     config = root / model / "config.pbtxt"
     config.write_text(model_config(model))

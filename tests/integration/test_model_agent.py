@@ -136,13 +136,19 @@ def test_boot_hydrates_then_a_release_change_reaches_every_task_and_a_bad_versio
         failed = instance.wait_status(lambda s: s["release_id"] == "r3" and s["state"] == "failed", 60, "r3 refused")
         time.sleep(0.5)  # clients keep going on version 2 after the refusal
     assert failed["applied"] is False
-    assert "version 3 failed to load" in failed["last_error"] and "broken on purpose" in failed["last_error"]
+    assert "version 3 failed to load or answer" in failed["last_error"] and "broken on purpose" in failed["last_error"]
     assert all(versions == [2] for versions in failed["models"][MODEL]["loaded"].values())
     assert [t.infer(MODEL, [10.0]) for t in tritons] == [[12.0], [12.0]]
     assert clients.sent > 20 and clients.failed == []
     assert all(v == 0 for task in failed["inference_failures"].values() for v in task.values())
     # Pruned as model_sync prunes: keep 2, never the serving (2) or the wanted (3) version.
     assert _model_sync.complete_versions(str(instance.host_path / MODEL), MODEL) == [2, 3]
+
+    # A version that loads but answers nothing is caught by the smoke inference: the release is reported failed.
+    fleet.publish(4, answers=False)
+    fleet.release("r4", {MODEL: 4})
+    silent = instance.wait_status(lambda s: s["release_id"] == "r4" and s["state"] == "failed", 60, "r4 refused")
+    assert silent["applied"] is False and "smoke inference on m version 4" in silent["last_error"]
 
 
 def test_agent_killed_mid_sync_leaves_no_half_version_and_the_next_boot_finishes(fleet):

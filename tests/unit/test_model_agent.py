@@ -126,6 +126,7 @@ def test_config_defaults_serve_a_real_fleet():
     assert config["imds_url"] == "http://169.254.169.254"
     assert config["endpoint_url"] is None
     assert config["host_path"] == "/mnt/models"
+    assert config["smoke_inference"] is True
 
 
 @pytest.mark.parametrize(
@@ -137,6 +138,7 @@ def test_config_defaults_serve_a_real_fleet():
         ({"boot_retry_delay_s": -1}, r"boot_retry_delay_s=-1"),
         ({"host_path": "models"}, r"host_path='models'; expected an absolute path"),
         ({"poll_interval": 5}, r"unknown keys \['poll_interval'\]"),
+        ({"smoke_inference": "no"}, r"smoke_inference='no'; expected true or false"),
     ],
 )
 def test_a_bad_config_names_the_key(values, message):

@@ -14,6 +14,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client
     sum_by_label,
     sum_metrics,
     unready_models,
+    zero_inputs,
 )
 
 METRICS = """# HELP nv_inference_pending_request_count Instantaneous number of pending requests
@@ -95,3 +96,18 @@ def test_a_triton_error_is_an_oserror_like_urllib_s():
     err = TritonError("POST /v2/repository/models/a/load returned 400: failed", 400, "failed")
     assert isinstance(err, OSError)
     assert (err.status, err.reason) == (400, "failed")
+
+
+def test_zero_inputs_follow_the_metadata_with_variable_dimensions_as_one():
+    metadata = {
+        "inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [-1, 3]},
+            {"name": "TEXT", "datatype": "BYTES", "shape": [1]},
+            {"name": "MASK", "datatype": "BOOL", "shape": [2]},
+        ]
+    }
+    assert zero_inputs(metadata) == [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [0, 0, 0]},
+        {"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": [""]},
+        {"name": "MASK", "datatype": "BOOL", "shape": [2], "data": [False, False]},
+    ]
