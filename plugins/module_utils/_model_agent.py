@@ -84,6 +84,9 @@ _INTEGERS = (
 )
 HTTP_TIMEOUT_S = 2.0
 SMOKE_TIMEOUT_S = 30.0
+# What a boot attempt or a reconcile pass reports in the status object and retries, rather than crash on
+# (ValueError: ManifestError, ReleaseError, bad JSON).
+PASS_ERRORS = (BotoCoreError, ClientError, ModelStateError, TritonError, OSError, ValueError)
 
 log = logging.getLogger("inferops-model-agent")
 
@@ -461,14 +464,7 @@ class ModelAgent:
             try:
                 self.hydrate()
                 return 0
-            except (
-                BotoCoreError,
-                ClientError,
-                ModelStateError,
-                TritonError,
-                OSError,
-                ValueError,
-            ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
+            except PASS_ERRORS as err:
                 reason = f"boot hydration attempt {attempt}/{attempts} failed: {err}"
                 log.error("%s", reason)
                 self.status(self.release, "failed", last_error=reason)
@@ -496,14 +492,7 @@ class ModelAgent:
             state = "failed" if load_errors else "applying"
             parts = {"synced": synced, "loaded": loaded, "tasks": tasks, "failures": failures}
             return self.status(release, state, last_error="; ".join(load_errors + unreachable) or None, **parts)
-        except (
-            BotoCoreError,
-            ClientError,
-            ModelStateError,
-            TritonError,
-            OSError,
-            ValueError,
-        ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
+        except PASS_ERRORS as err:
             log.error("reconcile failed: %s", err)
             return self.status(release or self.release, "failed", last_error=str(err))
 
