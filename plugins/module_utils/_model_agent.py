@@ -84,9 +84,6 @@ _INTEGERS = (
 )
 HTTP_TIMEOUT_S = 2.0
 SMOKE_TIMEOUT_S = 30.0
-# What a boot attempt or a reconcile pass reports in the status object and retries, rather than crash on
-# (ValueError: ManifestError, ReleaseError, bad JSON).
-PASS_ERRORS = (BotoCoreError, ClientError, ModelStateError, TritonError, OSError, ValueError)
 
 log = logging.getLogger("inferops-model-agent")
 
@@ -464,7 +461,14 @@ class ModelAgent:
             try:
                 self.hydrate()
                 return 0
-            except PASS_ERRORS as err:
+            except (
+                BotoCoreError,
+                ClientError,
+                ModelStateError,
+                TritonError,
+                OSError,
+                ValueError,
+            ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
                 reason = f"boot hydration attempt {attempt}/{attempts} failed: {err}"
                 log.error("%s", reason)
                 self.status(self.release, "failed", last_error=reason)
@@ -492,7 +496,14 @@ class ModelAgent:
             state = "failed" if load_errors else "applying"
             parts = {"synced": synced, "loaded": loaded, "tasks": tasks, "failures": failures}
             return self.status(release, state, last_error="; ".join(load_errors + unreachable) or None, **parts)
-        except PASS_ERRORS as err:
+        except (
+            BotoCoreError,
+            ClientError,
+            ModelStateError,
+            TritonError,
+            OSError,
+            ValueError,
+        ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
             log.error("reconcile failed: %s", err)
             return self.status(release or self.release, "failed", last_error=str(err))
 
