@@ -4,7 +4,7 @@ Hydration figures (function `hydrate_figures`):
 
 - publishes 3 models, 4 files of 88 MiB each (1056 MiB in all, incompressible bytes), to a moto server on loopback
   and writes the release record naming them (untimed: the publisher's step);
-- `hydrate_seconds`: the model agent's boot hydration, `python3 -m ..._model_agent --boot` on a simulated instance
+- `hydrate_seconds`: the model agent's boot hydration, `python3 -m ..._models.agent --boot` on a simulated instance
   (tests/harness/model_agent.py: stand-in IMDSv2, no task), from process start to exit: it reads the release record,
   and for every model lists the versions, reads the manifest, downloads every file into staging while hashing it,
   checks size and SHA-256 against the manifest, and renames the version into place;
@@ -42,10 +42,11 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / ".build" / "collections")]
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_sync, _s3  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release_rollout import RolloutError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import RolloutError  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
 from tests.harness.fleet import MODEL, SimulatedFleet  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402

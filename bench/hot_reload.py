@@ -39,15 +39,15 @@ sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / ".build" / "collections")]
 import numpy as np  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _s3  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_sync import (  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import (  # noqa: E402
     local_versions,
     prune_versions,
     sync_version,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import ensure_loaded, ensure_rolled_back  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_model import ensure_loaded, ensure_rolled_back  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
 from tests.harness.model_versions import make_version  # noqa: E402
 from tests.harness.moto import MotoServer  # noqa: E402

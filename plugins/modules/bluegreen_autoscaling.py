@@ -227,11 +227,11 @@ skipped_reason:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _autoscaling as scaling  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs_services as ecs_svc  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _elbv2 as elb  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg  # noqa: E402
 
 
 def live_color(elbv2, params) -> str:

@@ -154,9 +154,9 @@ live_color:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import TARGET_GROUPS_OPTION  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_listeners import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listeners import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import TARGET_GROUPS_OPTION  # noqa: E402
 
 
 def main() -> None:

@@ -135,11 +135,11 @@ wall_s:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_guard import CutoverGuard, WriteRefused  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_lock import CutoverLock, new_owner  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_rollback import rollback  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._controller_watch import ControllerWatch  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard, WriteRefused  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, new_owner  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.rollback import rollback  # noqa: E402
 
 
 def main() -> None:

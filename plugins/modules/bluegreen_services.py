@@ -197,9 +197,9 @@ desired_counts:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import TARGET_GROUPS_OPTION  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_services import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import TARGET_GROUPS_OPTION  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.services import ensure  # noqa: E402
 
 
 def main() -> None:

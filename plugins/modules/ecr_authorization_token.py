@@ -60,8 +60,8 @@ expires_at:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._ecr import get_authorization  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.ecr import get_authorization  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
 
 
 def main() -> None:

@@ -174,9 +174,9 @@ local_versions:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_sync import (  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import (  # noqa: E402
     local_versions,
     prune_versions,
     sync_version,

@@ -145,7 +145,7 @@ from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _preflight  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
 
 
 def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, object]]:

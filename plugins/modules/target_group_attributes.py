@@ -59,8 +59,8 @@ attributes:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import BotoCoreError, ClientError, InputError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._target_group_attributes import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.target_group_attributes import ensure  # noqa: E402
 
 
 def main() -> None:

@@ -139,13 +139,13 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_model import (  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import (  # noqa: E402
     ModelStateError,
     ensure_loaded,
     ensure_rolled_back,
     ensure_unloaded,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError  # noqa: E402
 
 
 def main() -> None:

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_release_rollout, _s3
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout as _model_release_rollout
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 
 from .model_agent import SimulatedInstance
 from .model_versions import make_version

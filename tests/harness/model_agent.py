@@ -1,5 +1,5 @@
 """A simulated container instance for the model agent: its config file, a stand-in for the instance's local
-endpoints, real tritonserver "tasks", and the agent itself as a subprocess (`python3 -m ..._model_agent`).
+endpoints, real tritonserver "tasks", and the agent itself as a subprocess (`python3 -m ..._models.agent`).
 
 The stand-in endpoint (one HTTP server in a thread) answers what the agent asks on an EC2 container instance:
 - the ECS agent's introspection API: `GET /v1/metadata` (cluster, container instance ARN) and `GET /v1/tasks`,
@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     build_release,
     release_key,
     render_release,
@@ -39,7 +39,7 @@ from .moto import REGION, MotoServer
 from .ports import free_port, wait_until
 from .triton import REPO_ROOT, TritonServer
 
-AGENT_MODULE = "ansible_collections.inferops.triton_ecs.plugins.module_utils._model_agent"
+AGENT_MODULE = "ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent"
 TRITON_CONTAINER = "triton"
 # Explicit model control, no auto-complete (as docs/models.md recommends): the agent loads what the release names.
 TRITON_ARGS = ("--disable-auto-complete-config",)

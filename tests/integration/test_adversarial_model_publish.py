@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _s3
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError, manifest_files, manifest_key
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError, manifest_files, manifest_key
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from tests.harness.ansible import run_playbook
 from tests.harness.model_versions import make_version
 

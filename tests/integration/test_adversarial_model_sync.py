@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_sync, _s3
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_sync import prune_versions, sync_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import prune_versions, sync_version
 from tests.harness.model_versions import make_version
 
 

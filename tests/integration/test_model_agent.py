@@ -2,7 +2,7 @@
 
 Stand-ins: a moto server for S3; the ECS agent's introspection API and IMDSv2 answered by a stand-in HTTP server
 listing real tritonserver processes (CPU, python backend) as bridge-mode tasks; the agent itself runs as on an
-instance, `python3 -m ..._model_agent` in a subprocess. The full-disk case uses a real tmpfs of 1 MiB (needs root
+instance, `python3 -m ..._models.agent` in a subprocess. The full-disk case uses a real tmpfs of 1 MiB (needs root
 to mount; skipped otherwise, with that reason).
 """
 
@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_sync, _s3
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import manifest_key, parse_manifest
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_key, parse_manifest
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from tests.harness.model_agent import SimulatedInstance, write_release
 from tests.harness.model_versions import make_version
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_sync, _s3
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError, file_key
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_sync import local_versions, sync_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError, file_key
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import local_versions, sync_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import ModelStateError, ensure_loaded
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_model import ModelStateError, ensure_loaded
 from tests.harness.ansible import REPO_ROOT, run_playbook
 from tests.harness.model_versions import make_version
 

@@ -11,10 +11,10 @@ import copy
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen_rollback as rb
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_input import RANGES, all_input_errors
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Runner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import rollback as rb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import RANGES, all_input_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Runner
 from tests.unit.test_bluegreen_runner import TD2, FakeAws, FakeClock
 from tests.unit.test_bluegreen_runner import params as runner_params
 

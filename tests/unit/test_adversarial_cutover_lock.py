@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen_lock as bl
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._controller_watch import ControllerWatch
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import lock as bl
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch
 
 ARN = "arn:aws:elasticloadbalancing:us-east-1:123456789012:listener/app/triton/1/2"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition_secrets import values_to_hide
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.secrets import values_to_hide
 
 ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:triton/hf-token-AbCdEf"
 PARAM = "arn:aws:ssm:us-east-1:123456789012:parameter/triton/db"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     TaskDefinitionError,
     render,
     validate,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _autoscaling as sc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as sc
 
 PUBLISHED = ["nv_inference_request_success", "nv_inference_queue_duration_us", "nv_gpu_utilization"]
 TRACKING = {"enabled": True, "metric": "nv_inference_request_success", "statistic": "Sum", "per": "task", "target": 600.0,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _autoscaling as sc
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Runner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as sc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Runner
 from tests.unit.test_autoscaling import PUBLISHED, FakeScaling
 from tests.unit.test_autoscaling import params as scaling_params
 from tests.unit.test_bluegreen_runner import TD2, FakeAws, FakeClock, FakeTriton, params

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 
 NEW = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"
 OLD = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"

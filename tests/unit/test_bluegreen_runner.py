@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _bluegreen as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen_runner import Clients, Clock, Runner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Clock, Runner
 
 TD1 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"
 TD2 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"

@@ -7,8 +7,8 @@ import datetime
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecr
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecr as _ecr
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 
 TOKEN = base64.b64encode(b"AWS:secret-password:with-colon").decode()
 ENTRY = {

@@ -7,25 +7,12 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
-    _bluegreen_listeners as listeners,
-)
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
-    _bluegreen_services as services,
-)
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
-    _capacity_provider as capacity,
-)
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
-    _cloudwatch_dashboard as dashboard,
-)
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
-    _ecs_cluster as cluster,
-)
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import (
-    _target_group_attributes as tga,
-)
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws_errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listeners, services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import cloudwatch_dashboard as dashboard
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import ecs_cluster as cluster
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import target_group_attributes as tga
 
 TG = {
     "blue": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/b/1",

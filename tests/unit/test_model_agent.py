@@ -13,8 +13,8 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_agent as agent
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import agent
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     ReleaseError,
     build_release,
     parse_release,
@@ -286,9 +286,10 @@ def test_the_agent_imports_no_ansible_and_the_role_installs_every_module_it_impo
     compare the collection modules it loaded with the files roles/model_agent installs."""
     package = "ansible_collections.inferops.triton_ecs.plugins.module_utils"
     code = (
-        "import sys, json; sys.modules['ansible'] = None; "
-        f"import {package}._model_agent; "
-        f"print(json.dumps(sorted(m.rsplit('.', 1)[1] + '.py' for m in sys.modules if m.startswith('{package}._'))))"
+        f"import sys, json; sys.modules['ansible'] = None; package = '{package}'; "
+        f"import {package}._models.agent; "
+        "print(json.dumps(sorted(name[len(package) + 1 :].replace('.', '/') + '.py' "
+        "for name, mod in sys.modules.items() if name.startswith(package + '._') and not hasattr(mod, '__path__'))))"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / ".build" / "collections"))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)

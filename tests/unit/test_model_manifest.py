@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import (
     ManifestError,
     build_manifest,
     check_version,

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _model_release_rollout as rollout
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_agent import parse_config
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_release import ReleaseError, build_release
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent import parse_config
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError, build_release
 
 APP = "triton"
 CREATED = "2026-11-30T12:00:00Z"

@@ -10,9 +10,9 @@ import os
 import pytest
 from botocore.exceptions import ClientError
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_manifest import ManifestError
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_publish import publish_version
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._model_sync import local_versions, prune_versions, sync_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import local_versions, prune_versions, sync_version
 
 
 class FakeS3:

@@ -6,7 +6,7 @@ most (max size - current) instances of the launch template's type.
 
 from __future__ import annotations
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _placement as pl
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import placement as pl
 
 R = pl.Resources
 

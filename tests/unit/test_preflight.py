@@ -1,4 +1,4 @@
-"""The preflight's pure logic (plugins/module_utils/_preflight.py): placeholders, settings, account, permissions.
+"""The preflight's pure logic (plugins/module_utils/_fleet/preflight.py): placeholders, settings, account, permissions.
 
 Stand-ins: parsed YAML documents and dicts shaped like STS and IAM answers; moto does not implement IAM's
 SimulatePrincipalPolicy, so its evaluation results are given here as AWS documents them.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _preflight
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MARKERS = _preflight.DEFAULT_MARKERS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     canonicalise,
     diff,
     diff_paths,

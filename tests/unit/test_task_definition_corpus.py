@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     canonicalise,
     diff,
     from_describe,
@@ -68,7 +68,7 @@ def test_read_only_fields_never_reach_the_canonical_form(path):
 
 def test_first_case_is_what_the_module_renders():
     """Case 01 is the module's own output, so the AWS-shaped comparison covers what we really register."""
-    from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import render
+    from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import render
 
     from .task_definition_params import ROLE, module_params
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _ecs, _task_definition_plan
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs_task_definitions as _ecs
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import plan as _task_definition_plan
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     TaskDefinitionError,
     render,
 )

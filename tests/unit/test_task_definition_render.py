@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import render
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import render
 
 from .task_definition_params import IMAGE, ROLE, SSM_ARN, module_params
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils import _triton_model
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_model import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import triton_model as _triton_model
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import (
     ModelStateError,
     ensure_loaded,
     ensure_rolled_back,
     ensure_unloaded,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError
 
 
 class FakeTriton:

@@ -50,7 +50,7 @@ def test_ecs_requires_the_hydration_which_waits_for_the_storage(host):
 def test_the_agent_runs_without_ansible_on_the_instance(host):
     assert host.run("python3 -c 'import ansible'").rc != 0
     tree = "/opt/inferops/model-agent/ansible_collections/inferops/triton_ecs/plugins/module_utils"
-    assert host.file(f"{tree}/_model_agent.py").exists and host.file(f"{tree}/__init__.py").exists
+    assert host.file(f"{tree}/_models/agent.py").exists and host.file(f"{tree}/_models/__init__.py").exists
 
 
 def test_ecs_starts_only_after_the_models_are_hydrated(host, aws_client):

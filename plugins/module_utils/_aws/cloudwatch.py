@@ -1,0 +1,70 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The one place this collection calls the CloudWatch API: one thin function per call.
+
+Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
+and calls it with `aws_retry=True`; botocore errors propagate for the module to report through `fail_json_aws`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
+
+
+def describe_alarms(cloudwatch: Any, names: list[str]) -> list[dict[str, Any]]:
+    """The named metric and composite alarms that exist (missing names are simply absent)."""
+    alarms: list[dict[str, Any]] = []
+    for start in range(0, len(names), 100):  # the API takes at most 100 names a call
+        kwargs: dict[str, Any] = {"AlarmNames": names[start : start + 100], "AlarmTypes": ["MetricAlarm", "CompositeAlarm"]}
+        while True:
+            page = cloudwatch.describe_alarms(aws_retry=True, **kwargs)
+            alarms += page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
+            if not page.get("NextToken"):
+                break
+            kwargs["NextToken"] = page["NextToken"]
+    return alarms
+
+
+def get_dashboard(cloudwatch: Any, name: str) -> dict[str, Any] | None:
+    try:
+        found = cloudwatch.get_dashboard(aws_retry=True, DashboardName=name)
+    except ClientError as e:
+        if error_code(e) in ("ResourceNotFound", "ResourceNotFoundException"):
+            return None
+        raise
+    return {"arn": found.get("DashboardArn"), "body": json.loads(found.get("DashboardBody") or "{}")}
+
+
+def put_dashboard(cloudwatch: Any, name: str, body: str) -> list[str]:
+    """Writes the dashboard (body: its JSON); returns CloudWatch's validation messages (warnings: it was saved)."""
+    answer = cloudwatch.put_dashboard(aws_retry=True, DashboardName=name, DashboardBody=body)
+    return [f"{m.get('DataPath', '')}: {m.get('Message', '')}" for m in answer.get("DashboardValidationMessages") or []]
+
+
+def delete_dashboard(cloudwatch: Any, name: str) -> None:
+    cloudwatch.delete_dashboards(aws_retry=True, DashboardNames=[name])
+
+
+def describe_alarms_with_prefix(cloudwatch: Any, prefix: str) -> list[dict[str, Any]]:
+    """The metric alarms whose names start with `prefix`."""
+    alarms: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"AlarmNamePrefix": prefix, "AlarmTypes": ["MetricAlarm"]}
+    while True:
+        page = cloudwatch.describe_alarms(aws_retry=True, **kwargs)
+        alarms += page.get("MetricAlarms", [])
+        if not page.get("NextToken"):
+            return alarms
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def put_metric_alarm(cloudwatch: Any, alarm: dict[str, Any]) -> None:
+    """Creates or replaces a metric alarm (put_metric_alarm arguments)."""
+    cloudwatch.put_metric_alarm(aws_retry=True, **alarm)
+
+
+def delete_alarms(cloudwatch: Any, names: list[str]) -> None:
+    for start in range(0, len(names), 100):  # the API takes at most 100 names a call
+        cloudwatch.delete_alarms(aws_retry=True, AlarmNames=names[start : start + 100])

@@ -1,0 +1,44 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""ECR registry login: decoding the authorization token (pure) and the one call that fetches it."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+
+
+def decode_authorization(data: dict[str, Any]) -> dict[str, str]:
+    """One `authorizationData` entry -> {registry, username, password, expires_at}.
+
+    The token is base64 of `user:password` (the user is AWS); the registry is the proxy endpoint without scheme."""
+    token = data.get("authorizationToken") or ""
+    try:
+        user, sep, password = base64.b64decode(token, validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError) as e:
+        raise InputError(f"ECR authorizationToken is not base64 of user:password ({e})") from e
+    if not sep or not user or not password:
+        raise InputError("ECR authorizationToken does not hold user:password")
+    endpoint = data.get("proxyEndpoint") or ""
+    registry = endpoint.split("://", 1)[-1].rstrip("/")
+    if not registry:
+        raise InputError("ECR authorization data has no proxyEndpoint")
+    expires = data.get("expiresAt")
+    return {
+        "registry": registry,
+        "username": user,
+        "password": password,
+        "expires_at": expires.isoformat() if hasattr(expires, "isoformat") else str(expires or ""),
+    }
+
+
+def get_authorization(ecr: Any) -> dict[str, str]:
+    """Thin client call: the registry of the caller's account and region, with login credentials."""
+    response = ecr.get_authorization_token(aws_retry=True)
+    entries = response.get("authorizationData") or []
+    if not entries:
+        raise InputError("ECR returned no authorization data")
+    return decode_authorization(entries[0])

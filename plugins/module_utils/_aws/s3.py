@@ -1,0 +1,101 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The one place this collection calls the S3 API: one thin function per call.
+
+Every function takes a client made by `AnsibleAWSModule.client("s3", retry_decorator=AWSRetry.jittered_backoff())`
+(or `retrying_client()` outside a module, for the benchmark) and calls with `aws_retry=True`; errors propagate as
+botocore exceptions for the module to report through `fail_json_aws`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
+
+CHUNK_BYTES = 1024 * 1024
+_MISSING = ("NoSuchKey", "404", "NotFound")
+
+
+def retrying_client(boto3_client: Any) -> Any:
+    """Wraps a plain boto3 client the way AnsibleAWSModule.client does, so `aws_retry=True` works the same."""
+    from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry, RetryingBotoClientWrapper
+
+    return RetryingBotoClientWrapper(boto3_client, AWSRetry.jittered_backoff())
+
+
+def _missing(err: ClientError) -> bool:
+    return error_code(err) in _MISSING
+
+
+def list_keys(s3: Any, bucket: str, prefix: str, delimiter: str = "/") -> list[str]:
+    """Object keys directly under `prefix` (not below the next `delimiter`), across pages."""
+    keys: list[str] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": delimiter}
+    while True:
+        page = s3.list_objects_v2(aws_retry=True, **kwargs)
+        keys += [obj["Key"] for obj in page.get("Contents", [])]
+        if not page.get("IsTruncated"):
+            return keys
+        kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+
+def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
+    """A small object's body, or None when the key does not exist."""
+    try:
+        return s3.get_object(aws_retry=True, Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as err:
+        if _missing(err):
+            return None
+        raise
+
+
+def head(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    """An object's metadata with the SHA-256 S3 computed over what it received (ChecksumSHA256), or None when absent."""
+    try:
+        return s3.head_object(aws_retry=True, Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    except ClientError as err:
+        if _missing(err):
+            return None
+        raise
+
+
+def stored_sha256(head_response: dict[str, Any] | None) -> str | None:
+    """The hex SHA-256 of a whole object from its ChecksumSHA256 (None for a multipart composite or no checksum)."""
+    checksum = (head_response or {}).get("ChecksumSHA256")
+    if not checksum or "-" in checksum:
+        return None
+    return base64.b64decode(checksum).hex()
+
+
+def download(s3: Any, bucket: str, key: str, dest: str) -> tuple[int, str]:
+    """Streams an object into `dest` (created, fsynced), hashing as it goes; returns (size, sha256)."""
+    body = s3.get_object(aws_retry=True, Bucket=bucket, Key=key)["Body"]
+    digest = hashlib.sha256()
+    size = 0
+    with open(dest, "wb") as out:
+        for chunk in iter(lambda: body.read(CHUNK_BYTES), b""):
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return size, digest.hexdigest()
+
+
+def put_object(s3: Any, bucket: str, key: str, body: Any, **extra: Any) -> None:
+    """Uploads an object with a SHA-256 checksum: botocore computes it over the bytes it sends, S3 checks and keeps it."""
+    s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256", **extra)
+
+
+def upload_file(s3: Any, bucket: str, key: str, path: str) -> None:
+    with open(path, "rb") as body:
+        put_object(s3, bucket, key, body)
+
+
+def delete_object(s3: Any, bucket: str, key: str) -> None:
+    """Deletes an object; S3 answers a missing key with success too."""
+    s3.delete_object(aws_retry=True, Bucket=bucket, Key=key)

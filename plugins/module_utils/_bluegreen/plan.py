@@ -1,0 +1,492 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""Blue/green planning: pure functions from what AWS shows (and what the gates saw) to what to do next.
+
+Nothing here calls AWS or Triton. The runner (`_bluegreen_runner.py`) observes, asks `decide()` for the plan,
+and carries it out phase by phase; every decision is a function of the observed state, so a re-run after an
+interruption continues (or rolls back) from whatever AWS shows, with no local state file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _triton_client as triton
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+
+COLORS = ("blue", "green")
+# The target_groups option of bluegreen, bluegreen_listeners and bluegreen_services (doc fragment target_groups).
+TARGET_GROUPS_OPTION = dict(type="dict", required=True, options={color: dict(type="str", required=True) for color in COLORS})
+# The phases in run order; `stop_after` names one of the first six.
+PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "finish")
+# ALB target states that mean "this target is not serving yet, or is failing".
+NOT_SERVING = frozenset({"initial", "unhealthy", "unavailable", "unused"})
+
+
+PlanError = InputError  # bad input or an AWS state the cutover cannot start from; raised before any write
+
+
+def other(color: str) -> str:
+    return "green" if color == "blue" else "blue"
+
+
+def live_color(weights: dict[str, int]) -> str:
+    """The colour with the larger production weight (blue on a tie)."""
+    return "blue" if weights.get("blue", 0) >= weights.get("green", 0) else "green"
+
+
+def target_group_arn_errors(tgs: dict[str, str]) -> list[str]:
+    errors = [
+        f"target_groups.{c} {tgs.get(c)!r}: give the ARN of the {c} target group"
+        for c in COLORS
+        if not (tgs.get(c) or "").startswith("arn:")
+    ]
+    if tgs.get("blue") and tgs.get("blue") == tgs.get("green"):
+        errors.append("target_groups.blue and target_groups.green are the same ARN: each colour needs its own target group")
+    return errors
+
+
+def forward_entries(action: dict[str, Any]) -> list[dict[str, Any]]:
+    """A forward action's target groups; the plain single-target form counts as weight 100."""
+    return (action.get("ForwardConfig") or {}).get("TargetGroups") or [{"TargetGroupArn": action.get("TargetGroupArn"), "Weight": 100}]
+
+
+# ---------------------------------------------------------------- input
+
+
+def validate_params(params: dict[str, Any]) -> list[str]:
+    """Every problem with the module's input, each naming the option, the value and the fix."""
+    errors: list[str] = []
+    steps = params.get("traffic_steps") or []
+    if not steps:
+        errors.append("traffic_steps is empty: give the new colour's weight at each step, ending at 100, e.g. [10, 50, 100]")
+    else:
+        if any(not 1 <= s <= 100 for s in steps):
+            errors.append(f"traffic_steps {steps}: every step is a weight in percent between 1 and 100")
+        if any(steps[i + 1] <= steps[i] for i in range(len(steps) - 1)):
+            errors.append(f"traffic_steps {steps}: steps must increase strictly, e.g. [10, 50, 100]")
+        if steps[-1] != 100:
+            errors.append(f"traffic_steps {steps}: the last step must be 100 (the new colour takes all traffic), e.g. {[*steps, 100]}")
+    for name in ("bake_time_s", "termination_wait_s", "watch_interval_s"):
+        if (params.get(name) or 0) < 0:
+            errors.append(f"{name} is {params[name]}: it is a duration in seconds and cannot be negative")
+    if params.get("state", "present") == "present" and (params.get("desired_count") or 0) < 1:
+        errors.append(f"desired_count is {params.get('desired_count')}: the new colour needs at least 1 task")
+    tgs = params.get("target_groups") or {}
+    for color in COLORS:
+        if not tgs.get(color):
+            errors.append(f"target_groups.{color} is missing: give the ARN of the {color} service's target group")
+    if tgs.get("blue") and tgs.get("blue") == tgs.get("green"):
+        errors.append("target_groups.blue and target_groups.green are the same ARN: each colour needs its own target group")
+    for group in ("gates", "drain", "timeouts"):
+        for key, value in (params.get(group) or {}).items():
+            if key.endswith("_s") and value is not None and value < 0:
+                errors.append(f"{group}.{key} is {value}: it is a duration in seconds and cannot be negative")
+    urls = params.get("test_route_urls") or {}
+    for color in urls:
+        if color not in COLORS:
+            errors.append(f"test_route_urls has key {color!r}: the keys are blue and green")
+    metrics = (params.get("drain") or {}).get("metrics_urls") or {}
+    for color in metrics:
+        if color not in COLORS:
+            errors.append(f"drain.metrics_urls has key {color!r}: the keys are blue and green")
+    smoke = (params.get("gates") or {}).get("smoke")
+    if smoke and not smoke.get("model"):
+        errors.append("gates.smoke needs model: the model to send the smoke inference to")
+    return errors
+
+
+# ---------------------------------------------------------------- listener weights
+
+
+def forward_action(actions: list[dict[str, Any]]) -> dict[str, Any]:
+    forwards = [a for a in actions if a.get("Type") == "forward"]
+    if len(forwards) != 1:
+        raise PlanError(
+            f"the production listener has {len(forwards)} forward actions: it needs exactly one, forwarding to both colours' target groups"
+        )
+    return forwards[0]
+
+
+def weights_from_actions(actions: list[dict[str, Any]], target_groups: dict[str, str]) -> dict[str, int]:
+    """{blue: w, green: w} from a listener's (or rule's) actions; the plain single-target form counts as 100/0."""
+    action = forward_action(actions)
+    by_arn = {arn: color for color, arn in target_groups.items()}
+    entries = forward_entries(action)
+    weights = dict.fromkeys(COLORS, 0)
+    for entry in entries:
+        arn = entry.get("TargetGroupArn")
+        if arn not in by_arn:
+            raise PlanError(
+                f"the production listener forwards to target group {arn}, which is neither target_groups.blue nor target_groups.green: "
+                "point the listener (or rule) at the two colours' target groups"
+            )
+        weights[by_arn[arn]] = int(entry.get("Weight", 1 if len(entries) > 1 else 100))
+    if sum(weights.values()) != 100:
+        raise PlanError(
+            f"the production listener's weights blue={weights['blue']} green={weights['green']} do not sum to 100: "
+            "set them as percentages (e.g. 100 and 0) before the cutover"
+        )
+    return weights
+
+
+def actions_with_weights(actions: list[dict[str, Any]], target_groups: dict[str, str], weights: dict[str, int]) -> list[dict[str, Any]]:
+    """The listener's actions with the forward action rewritten to these weights; other fields kept as they are."""
+    out: list[dict[str, Any]] = []
+    for action in actions:
+        if action.get("Type") != "forward":
+            out.append(action)
+            continue
+        new = {k: v for k, v in action.items() if k != "TargetGroupArn"}
+        config = dict(new.get("ForwardConfig") or {})
+        config["TargetGroups"] = [{"TargetGroupArn": target_groups[c], "Weight": weights[c]} for c in COLORS]
+        new["ForwardConfig"] = config
+        out.append(new)
+    return out
+
+
+def single_forward(actions: list[dict[str, Any]], target_group_arn: str) -> list[dict[str, Any]]:
+    """A test listener's actions forwarding everything to one target group."""
+    out = [a for a in actions if a.get("Type") != "forward"]
+    order = min((a.get("Order", 1) for a in actions if a.get("Type") == "forward"), default=None)
+    forward: dict[str, Any] = {"Type": "forward", "ForwardConfig": {"TargetGroups": [{"TargetGroupArn": target_group_arn, "Weight": 100}]}}
+    if order is not None and any("Order" in a for a in actions):
+        forward["Order"] = order
+    return [*out, forward]
+
+
+def forwards_only_to(actions: list[dict[str, Any]], target_group_arn: str) -> bool:
+    try:
+        action = forward_action(actions)
+    except PlanError:
+        return False
+    entries = forward_entries(action)
+    live = [e["TargetGroupArn"] for e in entries if e.get("Weight", 1) > 0]
+    return live == [target_group_arn]
+
+
+# ---------------------------------------------------------------- services and target health
+
+
+@dataclass
+class ColorState:
+    """What AWS shows for one colour: its service and its target group's health."""
+
+    service: str
+    task_definition: str | None = None
+    desired: int = 0
+    running: int = 0
+    pending: int = 0
+    deployments: int = 1
+    rollout_state: str | None = None
+    healthy: int = 0
+    not_serving: int = 0
+    draining: int = 0
+    target_group_arns: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def color_state(service: dict[str, Any], health: list[dict[str, Any]]) -> ColorState:
+    deployments = service.get("deployments") or []
+    primary = next((d for d in deployments if d.get("status") == "PRIMARY"), {})
+    states = [h.get("TargetHealth", {}).get("State") for h in health]
+    return ColorState(
+        service=service.get("serviceName", ""),
+        task_definition=service.get("taskDefinition"),
+        desired=int(service.get("desiredCount", 0)),
+        running=int(service.get("runningCount", 0)),
+        pending=int(service.get("pendingCount", 0)),
+        deployments=len(deployments) or 1,
+        rollout_state=primary.get("rolloutState"),
+        healthy=states.count("healthy"),
+        not_serving=sum(1 for s in states if s in NOT_SERVING),
+        draining=states.count("draining"),
+        target_group_arns=[lb["targetGroupArn"] for lb in service.get("loadBalancers") or [] if lb.get("targetGroupArn")],
+    )
+
+
+def serving_problems(state: ColorState, task_definition: str | None, desired: int) -> list[str]:
+    """Why this colour is not yet serving `task_definition` at `desired` tasks, all targets healthy ([] when it is).
+
+    The ServicesStable waiter only looks at the deployment and the counts; a cutover must also see every target
+    of the colour's target group healthy.
+    """
+    problems = []
+    if task_definition is not None and state.task_definition != task_definition:
+        problems.append(f"{state.service} runs {state.task_definition}, not {task_definition}")
+    if state.desired != desired:
+        problems.append(f"{state.service} wants {state.desired} tasks, not {desired}")
+    if state.deployments > 1:
+        problems.append(f"{state.service} has {state.deployments} deployments (the old one is still draining)")
+    if state.rollout_state not in (None, "COMPLETED"):
+        problems.append(f"{state.service} deployment is {state.rollout_state}")
+    if state.running != desired or state.pending:
+        problems.append(f"{state.service} runs {state.running} of {desired} tasks ({state.pending} pending)")
+    if state.healthy < desired:
+        problems.append(f"{state.service} has {state.healthy} healthy targets of {desired}")
+    if state.not_serving:
+        problems.append(f"{state.service} has {state.not_serving} targets not healthy")
+    return problems
+
+
+# ---------------------------------------------------------------- capacity
+
+
+def managed_scaling_providers(providers: list[dict[str, Any]]) -> list[str]:
+    return [
+        p["name"]
+        for p in providers
+        if p.get("status", "ACTIVE") == "ACTIVE"
+        and ((p.get("autoScalingGroupProvider") or {}).get("managedScaling") or {}).get("status") == "ENABLED"
+    ]
+
+
+# ---------------------------------------------------------------- alarms and gates
+
+
+def alarm_problems(alarms: list[dict[str, Any]], names: list[str]) -> list[str]:
+    """One line per named alarm that is in ALARM (INSUFFICIENT_DATA does not block, as with CodeDeploy)."""
+    return [
+        f"alarm {a['AlarmName']} is ALARM: {a.get('StateReason', '')}".rstrip(": ")
+        for a in alarms
+        if a.get("AlarmName") in names and a.get("StateValue") == "ALARM"
+    ]
+
+
+def missing_alarms(alarms: list[dict[str, Any]], names: list[str]) -> list[str]:
+    found = {a.get("AlarmName") for a in alarms}
+    return [n for n in names if n not in found]
+
+
+def smoke_problems(outputs: list[dict[str, Any]], expected: list[dict[str, Any]], tolerance: float) -> list[str]:
+    """Differences between a smoke inference's outputs and the expected ones (by output name, element-wise)."""
+    by_name = {o.get("name"): o for o in outputs}
+    problems = []
+    for want in expected:
+        got = by_name.get(want["name"])
+        if got is None:
+            problems.append(f"smoke inference returned no output {want['name']}")
+            continue
+        data, want_data = list(got.get("data") or []), list(want.get("data") or [])
+        if len(data) != len(want_data) or any(abs(float(data[i]) - float(want_data[i])) > tolerance for i in range(len(data))):
+            problems.append(f"smoke inference output {want['name']} is {data}, expected {want_data} (tolerance {tolerance})")
+    return problems
+
+
+# ---------------------------------------------------------------- drain
+
+
+def in_flight(metrics: dict[str, float]) -> float:
+    return triton.sample_from(metrics).pending
+
+
+def is_quiet(before: list[dict[str, float]], after: list[dict[str, float]]) -> bool:
+    """Quiet on every endpoint (the container drain's definition, `_triton_client.is_quiet`), one scrape of each."""
+    if len(before) != len(after):
+        return False
+    return all(triton.is_quiet(triton.sample_from(b), triton.sample_from(a)) for b, a in zip(before, after))
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclass
+class Plan:
+    """What to do, from the observed state. `phases` lists the phases to run in order."""
+
+    action: str  # noop | cutover | finish | rollback | fail
+    phases: list[str]
+    new: str | None = None
+    old: str | None = None
+    live: str | None = None
+    steps: list[int] = field(default_factory=list)
+    restore_first: bool = False
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def remaining_steps(steps: list[int], current: int) -> list[int]:
+    """The steps still to take when the new colour already has `current` percent."""
+    return [s for s in steps if s > current]
+
+
+def decide(
+    state: str,
+    task_definition: str,
+    desired_count: int,
+    steps: list[int],
+    weights: dict[str, int],
+    colors: dict[str, ColorState],
+    scale_down_old: bool,
+) -> Plan:
+    """The plan from what AWS shows. Pure; every branch is covered by tests/unit/test_bluegreen_plan.py."""
+    if state == "rolled_back":
+        return _decide_rollback(task_definition, weights, colors)
+    split = all(weights[c] > 0 for c in COLORS)
+    if split:
+        running_new = [c for c in COLORS if colors[c].task_definition == task_definition]
+        if len(running_new) == 1:
+            new = running_new[0]
+            return Plan(
+                "cutover",
+                ["standby_up", "gates", "traffic", "drain", "finish"],
+                new=new,
+                old=other(new),
+                live=other(new),
+                steps=remaining_steps(steps, weights[new]),
+                reason=f"resuming: {new} runs the requested task definition and has {weights[new]}% of the traffic",
+            )
+        live = live_color(weights)
+        return Plan(
+            "cutover",
+            ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
+            new=other(live),
+            old=live,
+            live=live,
+            steps=list(steps),
+            restore_first=True,
+            reason=f"traffic is split {weights['blue']}/{weights['green']} and no single colour runs the requested task "
+            f"definition: {live} (the larger share) takes all traffic back before the cutover",
+        )
+    live = live_color(weights)
+    standby = other(live)
+    if colors[live].task_definition == task_definition and colors[live].desired == desired_count:
+        if scale_down_old and colors[standby].desired > 0:
+            return Plan(
+                "finish",
+                ["drain", "finish"],
+                new=live,
+                old=standby,
+                live=live,
+                reason=f"{live} is live with the requested task definition; {standby} still runs "
+                f"{colors[standby].desired} tasks and is drained, then scaled down",
+            )
+        return Plan("noop", [], live=live, reason=f"{live} is live at 100% with the requested task definition and {desired_count} tasks")
+    return Plan(
+        "cutover",
+        ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
+        new=standby,
+        old=live,
+        live=live,
+        steps=list(steps),
+        reason=f"{live} is live with {colors[live].task_definition} x{colors[live].desired}: {standby} takes {task_definition} x{desired_count}",
+    )
+
+
+def _decide_rollback(task_definition: str, weights: dict[str, int], colors: dict[str, ColorState]) -> Plan:
+    running_new = [c for c in COLORS if colors[c].task_definition == task_definition]
+    split = all(weights[c] > 0 for c in COLORS)
+    if split:
+        if len(running_new) != 1:
+            raise PlanError(
+                f"traffic is split {weights['blue']}/{weights['green']} and {len(running_new)} colours run {task_definition}: "
+                "cannot tell which colour to roll back to; give the task_definition of the cutover to undo"
+            )
+        new = running_new[0]
+        _require_serving(colors[other(new)], "roll back to")
+        return Plan("rollback", ["rollback"], new=new, old=other(new), live=other(new), reason="rollback requested during a cutover")
+    live = live_color(weights)
+    if colors[live].task_definition != task_definition:
+        standby = other(live)
+        if colors[standby].task_definition == task_definition and colors[standby].desired > 0:
+            _require_serving(colors[live], "leave all traffic on")
+            return Plan(
+                "rollback",
+                ["rollback"],
+                new=standby,
+                old=live,
+                live=live,
+                reason=f"traffic is already on {live}; {standby} still runs {task_definition} and is scaled down",
+            )
+        return Plan("noop", [], live=live, reason=f"already rolled back: {live} is live and does not run {task_definition}")
+    old = other(live)
+    if colors[old].desired == 0:
+        raise PlanError(
+            f"cannot roll back: {live} is live with {task_definition} and {colors[old].service} is scaled down to 0 "
+            f"(it last ran {colors[old].task_definition}). Deploy that task definition with state=present instead"
+        )
+    _require_serving(colors[old], "roll back to")
+    return Plan(
+        "rollback",
+        ["rollback"],
+        new=live,
+        old=old,
+        live=live,
+        reason=f"rollback requested: {old} (kept at full size by the termination wait) takes the traffic back",
+    )
+
+
+def _require_serving(state: ColorState, what: str) -> None:
+    problems = serving_problems(state, None, state.desired) if state.desired else [f"{state.service} runs no tasks"]
+    if problems:
+        raise PlanError(f"cannot {what} {state.service}: " + "; ".join(problems))
+
+
+def truncate(plan: Plan, stop_after: str | None) -> list[str]:
+    """The plan's phases up to and including `stop_after` (all when None)."""
+    if not stop_after or stop_after not in PHASES:
+        return list(plan.phases)
+    limit = PHASES.index(stop_after)
+    return [p for p in plan.phases if p == "rollback" or PHASES.index(p) <= limit]
+
+
+def planned_writes(
+    plan: Plan,
+    phases: list[str],
+    colors: dict[str, ColorState],
+    task_definition: str,
+    desired_count: int,
+    weights: dict[str, int],
+    scale_down_old: bool,
+) -> list[str]:
+    """The writes these phases would make (what check mode reports)."""
+    writes: list[str] = []
+    if plan.restore_first and phases:
+        writes.append(f"set production weights {plan.old}=100 {plan.new}=0")
+    for phase in phases:
+        if phase == "standby_up":
+            new = colors[plan.new]
+            if new.task_definition != task_definition or new.desired != desired_count:
+                writes.append(f"update service {new.service}: task definition {task_definition}, {desired_count} tasks")
+        elif phase == "traffic":
+            writes += [f"set production weights {plan.new}={s} {plan.old}={100 - s}" for s in plan.steps]
+        elif phase == "finish" and scale_down_old and colors[plan.old].desired > 0:
+            writes.append(f"update service {colors[plan.old].service}: 0 tasks")
+        elif phase == "rollback":
+            if weights.get(plan.old) != 100:
+                writes.append(f"set production weights {plan.old}=100 {plan.new}=0")
+            if colors[plan.new].desired > 0:
+                writes.append(f"update service {colors[plan.new].service}: 0 tasks")
+    return writes
+
+
+# ---------------------------------------------------------------- before each write
+
+
+class StateChanged(Exception):
+    """AWS no longer shows what this run last saw or wrote: another run or a person changed it."""
+
+
+def changes_since_seen(
+    seen_weights: dict[str, int],
+    weights: dict[str, int],
+    seen_task_definitions: dict[str, str | None],
+    task_definitions: dict[str, str | None],
+) -> list[str]:
+    """What changed in AWS since this run last read or wrote it ([] when nothing did). Desired counts are left out:
+    a scaling policy may change them."""
+    problems = []
+    if weights != seen_weights:
+        problems.append(
+            f"production weights are blue={weights['blue']} green={weights['green']}, this run last saw "
+            f"blue={seen_weights.get('blue')} green={seen_weights.get('green')}"
+        )
+    for color in COLORS:
+        if task_definitions.get(color) != seen_task_definitions.get(color):
+            problems.append(f"the {color} service runs {task_definitions.get(color)}, this run last saw {seen_task_definitions.get(color)}")
+    return problems

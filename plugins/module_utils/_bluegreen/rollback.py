@@ -1,0 +1,268 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""Emergency rollback of a blue/green application: production traffic back to the colour it came from, in one call.
+
+Everything comes from AWS: the colour services `<name>-blue` and `<name>-green` give the target groups, the
+target groups give the load balancers, and the production listener (or rule) is the one that forwards to the
+colours and carries the record of the last cutover (`inferops:cutover`, written by the bluegreen module). No task
+definition, image, registry or checkout is needed. The rollback takes the cutover lock from any run that holds it
+(a live cutover stops at its next write), waits for that run's last write to land, reads the state again, then
+writes the weights in one ModifyListener / ModifyRule call, and only then scales the colour it left down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listeners import observed_weights
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import RECORD_KEY, CutoverLock, parse_record
+
+PlanError = bg.PlanError
+
+
+@dataclass
+class Application:
+    """What AWS shows of one application: its services, target groups, production resource, weights and record."""
+
+    cluster: str
+    name: str
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+    target_groups: dict[str, str] = field(default_factory=dict)
+    production_arn: str = ""
+    is_rule: bool = False
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    weights: dict[str, int] = field(default_factory=dict)
+    record: dict[str, str] = field(default_factory=dict)
+    colors: dict[str, bg.ColorState] = field(default_factory=dict)
+
+
+@dataclass
+class RollbackPlan:
+    action: str  # noop | rollback
+    to_color: str = ""
+    from_color: str = ""
+    set_weights: bool = False
+    scale_down: bool = False
+    reason: str = ""
+
+
+# ---------------------------------------------------------------- pure
+
+
+def target_groups_of(services: dict[str, dict[str, Any]], cluster: str, name: str) -> dict[str, str]:
+    """{blue, green} target group ARNs from the colour services; PlanError naming what is missing."""
+    errors, tgs = [], {}
+    for color in bg.COLORS:
+        service = services.get(f"{name}-{color}")
+        if service is None or service.get("status") != "ACTIVE":
+            errors.append(
+                f"service {name}-{color} does not exist in cluster {cluster}: check cluster and name (the application's services)"
+            )
+            continue
+        arns = [lb["targetGroupArn"] for lb in service.get("loadBalancers") or [] if lb.get("targetGroupArn")]
+        if not arns:
+            errors.append(f"service {name}-{color} is behind no target group: it is not a blue/green colour service")
+            continue
+        tgs[color] = arns[0]
+    if errors:
+        raise PlanError(errors)
+    return tgs
+
+
+def production_candidates(resources: list[dict[str, Any]], tgs: dict[str, str]) -> list[dict[str, Any]]:
+    """Listeners and rules (`{arn, actions, port, is_rule}`) whose one forward goes to both colours' target groups only."""
+    found = []
+    for resource in resources:
+        weights = observed_weights(resource["actions"], tgs)
+        entries = [e for a in resource["actions"] if a.get("Type") == "forward" for e in bg.forward_entries(a)]
+        if weights is not None and len(entries) == 2:
+            found.append(resource)
+    return found
+
+
+def pick_production(candidates: list[dict[str, Any]], tags: dict[str, dict[str, str]], name: str) -> dict[str, Any]:
+    """The candidate carrying the cutover record; else the only candidate; else PlanError listing them."""
+    recorded = [c for c in candidates if RECORD_KEY in tags.get(c["arn"], {})]
+    if len(recorded) == 1:
+        return recorded[0]
+    if not recorded and len(candidates) == 1:
+        return candidates[0]
+    pool = recorded or candidates
+    if not pool:
+        raise PlanError(f"no listener or listener rule forwards to both target groups of {name}: give listener_arn or listener_rule_arn")
+    listed = ", ".join(f"{c['arn']} (port {c['port']})" for c in pool)
+    raise PlanError(
+        f"{len(pool)} listeners or rules could be the production one of {name} ({listed}): give listener_arn or listener_rule_arn"
+    )
+
+
+def decide(app: Application, scale_down_new: bool) -> RollbackPlan:
+    """Where traffic goes back to, from the record of the last cutover (or, without one, the other running colour)."""
+    weights, colors = app.weights, app.colors
+    if app.record:
+        to_color, from_color = app.record["from"], app.record["to"]
+        source = f"the last cutover went from {to_color} to {from_color} ({app.record.get('task_definition', '?')})"
+    elif all(weights[c] > 0 for c in bg.COLORS):
+        raise PlanError(
+            f"traffic is split blue={weights['blue']} green={weights['green']} and no cutover is recorded on {app.production_arn}: "
+            "cannot tell which colour to go back to. Set the weights by hand, or run the bluegreen module with state: rolled_back "
+            "and the task_definition of the cutover"
+        )
+    else:
+        from_color = bg.live_color(weights)
+        to_color = bg.other(from_color)
+        source = f"no cutover is recorded; {from_color} is live and {to_color} is the other colour"
+    set_weights = weights[to_color] != 100
+    scale_down = scale_down_new and colors[from_color].desired > 0
+    if not set_weights and not scale_down:
+        return RollbackPlan("noop", to_color, from_color, reason=f"{to_color} already has all production traffic ({source})")
+    target = colors[to_color]
+    if set_weights:
+        if target.desired == 0:
+            raise PlanError(
+                f"cannot roll back to {to_color}: {target.service} is scaled to 0 ({source}). Traffic stays where it is. "
+                f"Scale {target.service} up (it runs {target.task_definition}) and run this again, or deploy that task definition"
+            )
+        problems = bg.serving_problems(target, None, target.desired)
+        if problems:
+            raise PlanError(f"cannot roll back to {to_color}, it is not serving: {'; '.join(problems)}. Traffic stays where it is")
+    return RollbackPlan("rollback", to_color, from_color, set_weights, scale_down, f"{source}: traffic goes back to {to_color}")
+
+
+# ---------------------------------------------------------------- AWS
+
+
+def discover(ecs: Any, elbv2: Any, params: dict[str, Any]) -> Application:
+    """Read the application from AWS (read-only)."""
+    cluster, name = params["cluster"], params["name"]
+    names = [f"{name}-{c}" for c in bg.COLORS]
+    services = {s["serviceName"]: s for s in ecs_svc.describe_services(ecs, cluster, names) if s.get("serviceName")}
+    app = Application(cluster, name, services, target_groups_of(services, cluster, name))
+    given = params.get("listener_rule_arn") or params.get("listener_arn")
+    if given:
+        app.production_arn, app.is_rule = given, bool(params.get("listener_rule_arn"))
+    else:
+        candidates = production_candidates(_forwarding_resources(elbv2, app.target_groups), app.target_groups)
+        tags = elb.describe_tags(elbv2, [c["arn"] for c in candidates]) if candidates else {}
+        chosen = pick_production(candidates, tags, name)
+        app.production_arn, app.is_rule = chosen["arn"], chosen["is_rule"]
+    observe(ecs, elbv2, app)
+    return app
+
+
+def _forwarding_resources(elbv2: Any, tgs: dict[str, str]) -> list[dict[str, Any]]:
+    balancers = sorted(
+        {lb for tg in elb.describe_target_groups(elbv2, list(tgs.values())).values() for lb in (tg or {}).get("LoadBalancerArns") or []}
+    )
+    resources = []
+    for balancer in balancers:
+        for listener in elb.describe_listeners(elbv2, balancer):
+            port = listener.get("Port")
+            resources.append(
+                {"arn": listener["ListenerArn"], "actions": listener.get("DefaultActions") or [], "port": port, "is_rule": False}
+            )
+            for rule in elb.describe_rules(elbv2, listener["ListenerArn"]):
+                if not rule.get("IsDefault"):
+                    resources.append({"arn": rule["RuleArn"], "actions": rule.get("Actions") or [], "port": port, "is_rule": True})
+    return resources
+
+
+def observe(ecs: Any, elbv2: Any, app: Application) -> None:
+    """Fresh weights, record and colour states of an application whose production resource is known."""
+    observe_weights(elbv2, app)
+    app.record = parse_record(elb.describe_tags(elbv2, [app.production_arn]).get(app.production_arn, {}))
+    services = {s["serviceName"]: s for s in ecs_svc.describe_services(ecs, app.cluster, [f"{app.name}-{c}" for c in bg.COLORS])}
+    app.colors = {
+        c: bg.color_state(services[f"{app.name}-{c}"], elb.describe_target_health(elbv2, app.target_groups[c])) for c in bg.COLORS
+    }
+
+
+def observe_weights(elbv2: Any, app: Application) -> None:
+    if app.is_rule:
+        rule = elb.describe_rule(elbv2, app.production_arn)
+        if rule is None:
+            raise PlanError(f"listener_rule_arn {app.production_arn} does not exist")
+        app.actions = rule["Actions"]
+    else:
+        listener = elb.describe_listener(elbv2, app.production_arn)
+        if listener is None:
+            raise PlanError(f"listener_arn {app.production_arn} does not exist")
+        app.actions = listener["DefaultActions"]
+    app.weights = bg.weights_from_actions(app.actions, app.target_groups)
+
+
+def rollback(
+    ecs: Any, elbv2: Any, params: dict[str, Any], guard: CutoverGuard, check_mode: bool, make_lock: Callable[[str], CutoverLock]
+) -> dict[str, Any]:
+    """The module's run: discover, plan, and (unless check mode or nothing to do) take the lock and roll back.
+    `make_lock(arn)` makes the lock of the production resource, known once the application is discovered."""
+    start = time.monotonic()
+    app = discover(ecs, elbv2, params)
+    before = {"weights": dict(app.weights), "desired_counts": {c: s.desired for c, s in app.colors.items()}}
+    scale_down_new = params["new_color"] == "scale_down"
+    plan = decide(app, scale_down_new)
+    actions: list[str] = []
+    seconds = 0.0
+    if plan.action == "rollback" and not check_mode:
+        guard.lock = make_lock(app.production_arn)
+        guard.take_lock()
+        error: BaseException | None = None
+        try:
+            observe(ecs, elbv2, app)  # what the lock's holder last wrote has landed: act on what AWS shows now
+            plan = decide(app, scale_down_new)
+            if plan.set_weights:
+                guard.before_write()
+                restore_started = time.monotonic()
+                weights = {plan.to_color: 100, plan.from_color: 0}
+                fields = bg.actions_with_weights(app.actions, app.target_groups, weights)
+                if app.is_rule:
+                    elb.modify_rule(elbv2, app.production_arn, {"Actions": fields})
+                else:
+                    elb.modify_listener(elbv2, app.production_arn, {"DefaultActions": fields})
+                seconds = time.monotonic() - restore_started
+                app.weights = weights
+                actions.append(f"set production weights {plan.to_color}=100 {plan.from_color}=0")
+            if plan.scale_down:
+                guard.before_write()
+                observe_weights(elbv2, app)
+                if app.weights[plan.from_color] > 0:
+                    raise bg.StateChanged(f"{plan.from_color} has production traffic again: it is not scaled to 0")
+                ecs_svc.update_service(ecs, app.cluster, app.colors[plan.from_color].service, {"desiredCount": 0})
+                app.colors[plan.from_color].desired = 0
+                actions.append(f"update service {app.colors[plan.from_color].service}: 0 tasks")
+        except BaseException as e:
+            error = e
+            raise
+        finally:
+            guard.end(complete=True, error=error)
+    elif plan.action == "rollback":
+        if plan.set_weights:
+            actions.append(f"set production weights {plan.to_color}=100 {plan.from_color}=0")
+        if plan.scale_down:
+            actions.append(f"update service {app.colors[plan.from_color].service}: 0 tasks")
+    after = {"weights": dict(app.weights), "desired_counts": {c: s.desired for c, s in app.colors.items()}}
+    if check_mode and plan.set_weights:
+        after["weights"] = {plan.to_color: 100, plan.from_color: 0}
+    return {
+        "changed": bool(actions),
+        "decision": plan.action,
+        "reason": plan.reason,
+        "to_color": plan.to_color,
+        "from_color": plan.from_color,
+        "actions": actions,
+        "production_arn": app.production_arn,
+        "target_groups": app.target_groups,
+        "record": app.record,
+        "weights": after["weights"],
+        "desired_counts": after["desired_counts"],
+        "weights_restore_seconds": round(seconds, 3),
+        "wall_s": round(time.monotonic() - start, 3),
+        "diff": {"before": before, "after": after},
+    }

@@ -1,0 +1,549 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The model agent: runs on every container instance, makes the instance's models follow the application's release.
+
+    python3 -m ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent --config FILE --boot|--serve|--once
+
+- ``--boot``: before ``ecs.service``. Reads the target release (canary.json when it lists this instance, else
+  current.json), syncs every model version it names into the host path (the verified sync of module model_sync:
+  manifest, size and SHA-256, staging + atomic rename), writes the status object, and exits 0. Retries
+  ``boot_attempts`` times ``boot_retry_delay_s`` apart, then exits 1 with the reason in the journal and the status.
+- ``--serve``: reconciles every ``poll_interval_s`` (HEAD of the release records, a read only when an ETag changed):
+  syncs new versions, loads them on every Triton task of the instance (found through the ECS agent's introspection
+  API), keeping the previous version serving until the new one is READY, prunes, and writes the status object.
+- ``--once``: one reconcile pass; exits 0 when the release is applied, 1 otherwise (tests, benchmarks, debugging).
+
+It runs with the system python3 and boto3, without Ansible: every module it imports is free of ``ansible``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
+    CANARY,
+    CURRENT,
+    STATUS_SCHEMA,
+    parse_release,
+    release_key,
+    release_models,
+    render_status,
+    status_key,
+    target_release,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import ModelStateError, ensure_loaded, serving
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import (
+    FAILURE,
+    TritonClient,
+    TritonError,
+    open_direct,
+    sum_by_label,
+    zero_inputs,
+)
+
+CONFIG_PATH = "/etc/inferops/model-agent.json"
+DEFAULTS: dict[str, Any] = {
+    "prefix": "",
+    "cluster": None,
+    "host_path": "/mnt/models",
+    "poll_interval_s": 30,
+    "keep_versions": 2,
+    "introspection_url": "http://127.0.0.1:51678",
+    "imds_url": "http://169.254.169.254",
+    "endpoint_url": None,
+    "triton_container_name": "triton",
+    "triton_http_port": 8000,
+    "triton_metrics_port": 8002,
+    "boot_attempts": 5,
+    "boot_retry_delay_s": 10,
+    "load_timeout_s": 300,
+    "sync_threads": 4,
+    "smoke_inference": True,
+}
+REQUIRED = ("bucket", "application", "region")
+_INTEGERS = (
+    "poll_interval_s",
+    "keep_versions",
+    "triton_http_port",
+    "triton_metrics_port",
+    "boot_attempts",
+    "load_timeout_s",
+    "sync_threads",
+)
+HTTP_TIMEOUT_S = 2.0
+SMOKE_TIMEOUT_S = 30.0
+
+log = logging.getLogger("inferops-model-agent")
+
+
+class ConfigError(ValueError):
+    """The agent's configuration file is unusable; the message names the field, the value and the fix."""
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def parse_config(raw: bytes, where: str) -> dict[str, Any]:
+    """The agent's configuration: the file's values over DEFAULTS, each checked."""
+    try:
+        given = json.loads(raw)
+    except ValueError as err:
+        raise ConfigError(f"{where} is not JSON ({err}); rewrite it (the launch template's user data writes it)") from err
+    if not isinstance(given, dict):
+        raise ConfigError(f"{where} must hold a JSON object")
+    unknown = sorted(set(given) - set(DEFAULTS) - set(REQUIRED))
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; known: {sorted(set(DEFAULTS) | set(REQUIRED))}")
+    config = dict(DEFAULTS, **given)
+    for key in REQUIRED:
+        if not isinstance(config.get(key), str) or not config[key]:
+            raise ConfigError(f"{where}: {key}={config.get(key)!r}; set it to a non-empty string")
+    for key in _INTEGERS:
+        if isinstance(config[key], bool) or not isinstance(config[key], int) or config[key] < 1:
+            raise ConfigError(f"{where}: {key}={config[key]!r}; expected a positive integer")
+    if (
+        isinstance(config["boot_retry_delay_s"], bool)
+        or not isinstance(config["boot_retry_delay_s"], (int, float))
+        or config["boot_retry_delay_s"] < 0
+    ):
+        raise ConfigError(f"{where}: boot_retry_delay_s={config['boot_retry_delay_s']!r}; expected seconds >= 0")
+    if not isinstance(config["smoke_inference"], bool):
+        raise ConfigError(f"{where}: smoke_inference={config['smoke_inference']!r}; expected true or false")
+    if not os.path.isabs(str(config["host_path"])):
+        raise ConfigError(f"{where}: host_path={config['host_path']!r}; expected an absolute path (the model host path)")
+    return config
+
+
+def load_config(path: str) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        return parse_config(f.read(), path)
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- the instance: identity and tasks
+
+
+def http_request(url: str, method: str = "GET", headers: dict[str, str] | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> bytes:
+    request = urllib.request.Request(url, method=method, headers=headers or {})
+    with open_direct(request, timeout_s) as resp:
+        return resp.read()
+
+
+def imds_instance_id(imds_url: str) -> str:
+    """The instance id through IMDSv2: a session token first (PUT), then the metadata read with it."""
+    token = http_request(f"{imds_url}/latest/api/token", "PUT", {"X-aws-ec2-metadata-token-ttl-seconds": "300"}).decode()
+    return http_request(f"{imds_url}/latest/meta-data/instance-id", headers={"X-aws-ec2-metadata-token": token}).decode().strip()
+
+
+def agent_metadata(introspection_url: str) -> dict[str, Any]:
+    """The ECS agent's view of this instance ({} while the agent is not running, e.g. during boot hydration)."""
+    try:
+        return json.loads(http_request(f"{introspection_url}/v1/metadata"))
+    except (OSError, ValueError):
+        return {}
+
+
+def triton_tasks(listing: dict[str, Any], container_name: str, http_port: int, metrics_port: int) -> list[dict[str, Any]]:
+    """The running Triton tasks in the introspection answer (`GET /v1/tasks`) and how to reach each.
+
+    An awsvpc task has its own ENI address (the container's Networks[].IPv4Addresses) and listens on the container
+    ports; a bridge or host task is reached on the instance at the host ports its port bindings (Ports) give.
+    """
+    found = []
+    for task in listing.get("Tasks") or []:
+        if task.get("KnownStatus") != "RUNNING" or task.get("DesiredStatus") not in (None, "RUNNING"):
+            continue
+        for container in task.get("Containers") or []:
+            if container.get("Name") != container_name:
+                continue
+            addresses = [a for network in container.get("Networks") or [] for a in network.get("IPv4Addresses") or []]
+            modes = {network.get("NetworkMode") for network in container.get("Networks") or []}
+            if "awsvpc" in modes and addresses:
+                host, ports = addresses[0], {http_port: http_port, metrics_port: metrics_port}
+            else:
+                host = "127.0.0.1"
+                ports = {p.get("ContainerPort"): p.get("HostPort") for p in container.get("Ports") or [] if p.get("HostPort")}
+            if http_port not in ports:
+                log.warning("task %s: container %s publishes no port for %s; skipped", task.get("Arn"), container_name, http_port)
+                continue
+            found.append(
+                {
+                    "arn": task.get("Arn"),
+                    "url": f"http://{host}:{ports[http_port]}",
+                    "metrics_url": f"http://{host}:{ports[metrics_port]}/metrics" if metrics_port in ports else None,
+                }
+            )
+    return sorted(found, key=lambda t: t["arn"] or "")
+
+
+def smoke_test(client: TritonClient, model: str, version: int) -> None:
+    """One inference of zeros on the version just loaded; TritonError (naming the smoke test) when it does not answer."""
+    try:
+        client.infer(model, zero_inputs(client.model_metadata(model, str(version))), version=str(version), timeout_s=SMOKE_TIMEOUT_S)
+    except TritonError as err:
+        raise TritonError(f"smoke inference on {model} version {version} (zeros, variable dimensions as 1) failed: {err}") from err
+
+
+def failures_by_model(metrics_text: str) -> dict[str, int]:
+    """nv_inference_request_failure per model (summed over versions) from Triton's Prometheus text."""
+    return {model: int(value) for model, value in sum_by_label(metrics_text, FAILURE, "model").items()}
+
+
+# ---------------------------------------------------------------- status
+
+
+def release_applied(
+    wanted: dict[str, int], synced: dict[str, list[int]], loaded: dict[str, dict[str, list[int]]], tasks: list[dict]
+) -> bool:
+    """Every wanted version synced, and serving (READY) on every Triton task found; no task unreachable."""
+    if any(version not in synced.get(model, []) for model, version in wanted.items()):
+        return False
+    if not all(task["ready"] for task in tasks):
+        return False
+    return all(version in loaded.get(model, {}).get(task["arn"], []) for model, version in wanted.items() for task in tasks)
+
+
+def build_status(
+    config: dict[str, Any],
+    identity: dict[str, Any],
+    release: dict[str, Any] | None,
+    state: str,
+    synced: dict[str, list[int]],
+    loaded: dict[str, dict[str, list[int]]],
+    tasks: list[dict[str, Any]],
+    failures: dict[str, dict[str, int]],
+    last_error: str | None,
+    hydrated_at: str | None,
+) -> dict[str, Any]:
+    """The status object of the contract (P/status/APP/<instance-id>.json)."""
+    wanted = release_models(release)
+    # Boot hydration loads nothing (no task runs before ECS starts): "applied" is for the serving agent to say.
+    applied = state == "applying" and release_applied(wanted, synced, loaded, tasks)
+    return {
+        "schema": STATUS_SCHEMA,
+        "application": config["application"],
+        "instance_id": identity["instance_id"],
+        "container_instance_arn": identity.get("container_instance_arn"),
+        "cluster": identity.get("cluster"),
+        "release_id": release["release_id"] if release else None,
+        "state": "applied" if applied else state,
+        "applied": applied,
+        "models": {
+            model: {"wanted": version, "synced": synced.get(model, []), "loaded": loaded.get(model, {})}
+            for model, version in wanted.items()
+        },
+        "tasks": [{"arn": t["arn"], "url": t["url"], "ready": t["ready"]} for t in tasks],
+        "inference_failures": failures,
+        "last_error": last_error,
+        "updated": utc_now(),
+        "hydrated_at": hydrated_at,
+    }
+
+
+# ---------------------------------------------------------------- S3 client
+
+
+class BotocoreRetryingClient:
+    """A boto3 client whose retries are botocore's own (standard mode), taking the `aws_retry=True` the _s3 functions pass.
+
+    The agent runs without Ansible, so not through AnsibleAWSModule's retrying wrapper.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if not callable(method):
+            return method
+
+        def call(*args: Any, aws_retry: bool = False, **kwargs: Any) -> Any:
+            return method(*args, **kwargs)
+
+        return call
+
+
+def s3_client(config: dict[str, Any]) -> BotocoreRetryingClient:
+    import boto3
+    from botocore.config import Config
+
+    retries = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=60)
+    return BotocoreRetryingClient(boto3.client("s3", region_name=config["region"], endpoint_url=config["endpoint_url"], config=retries))
+
+
+# ---------------------------------------------------------------- the agent
+
+
+class ModelAgent:
+    def __init__(self, config: dict[str, Any], s3: Any, identity: dict[str, Any]) -> None:
+        self.config = config
+        self.s3 = s3
+        self.identity = identity
+        self.etags: dict[str, str | None] = {}
+        self.records: dict[str, dict[str, Any] | None] = {}
+        self.hydrated_at: str | None = None
+        self.release: dict[str, Any] | None = None  # the last target read
+        self.hydrated_release: str | None = None  # the release whose versions were last all on disk, at hydrated_at
+        # (release_id, task arn, model, version) → Triton's reason: a version that failed to load is not retried until
+        # the release changes (the controller sees "failed" and rolls back) or the agent restarts.
+        self.load_failures: dict[tuple[str, str, str, int], str] = {}
+
+    # -- the release
+
+    def _read_record(self, name: str) -> dict[str, Any] | None:
+        """A release record, read again only when its ETag changed (a HEAD per poll otherwise)."""
+        bucket, key = self.config["bucket"], release_key(self.config["prefix"], self.config["application"], name)
+        head = _s3.head(self.s3, bucket, key)
+        etag = head.get("ETag") if head else None
+        if name in self.etags and self.etags[name] == etag:
+            return self.records[name]
+        raw = _s3.get_bytes(self.s3, bucket, key) if head else None
+        record = None if raw is None else parse_release(raw, self.config["application"], f"s3://{bucket}/{key}")
+        self.etags[name], self.records[name] = etag, record
+        return record
+
+    def target(self) -> dict[str, Any] | None:
+        """canary.json when it lists this instance, else current.json; None when the application has no release yet."""
+        canary = self._read_record(CANARY)
+        current = self._read_record(CURRENT)
+        self.release = target_release(current, canary, self.identity["instance_id"])
+        return self.release
+
+    # -- the host path
+
+    def synced(self, wanted: dict[str, int]) -> dict[str, list[int]]:
+        host = self.config["host_path"]
+        return {model: _model_sync.complete_versions(os.path.join(host, model), model) for model in wanted}
+
+    def sync(self, wanted: dict[str, int]) -> dict[str, list[int]]:
+        """Syncs every wanted version not complete on disk (several models at once); raises the first failure."""
+        missing = {m: v for m, v in wanted.items() if v not in self.synced({m: v})[m]}
+
+        def one(model: str) -> None:
+            result = _model_sync.sync_version(
+                self.s3, self.config["bucket"], self.config["prefix"], model, missing[model], self.config["host_path"]
+            )
+            log.info(
+                "synced %s version %s: %d downloaded, %d linked", model, missing[model], len(result["downloaded"]), len(result["linked"])
+            )
+
+        if missing:
+            with ThreadPoolExecutor(max_workers=min(self.config["sync_threads"], len(missing))) as pool:
+                for future in [pool.submit(one, m) for m in sorted(missing)]:
+                    future.result()
+        return self.synced(wanted)
+
+    def prune(self, wanted: dict[str, int], loaded: dict[str, dict[str, list[int]]]) -> None:
+        """As model_sync prunes: keep the newest keep_versions, never a wanted or a serving version."""
+        for model, version in wanted.items():
+            protect = sorted({version, *(v for versions in loaded.get(model, {}).values() for v in versions)})
+            result = _model_sync.prune_versions(self.config["host_path"], model, self.config["keep_versions"], protect)
+            if result["removed"]:
+                log.info("pruned %s versions %s (kept %s)", model, result["removed"], result["kept"])
+
+    def mark_hydrated(self, release: dict[str, Any] | None) -> None:
+        """Every version of `release` is on disk (sync returned): hydrated_at says since when."""
+        release_id = release["release_id"] if release else None
+        if self.hydrated_at is None or self.hydrated_release != release_id:
+            self.hydrated_at, self.hydrated_release = utc_now(), release_id
+
+    # -- the Triton tasks
+
+    def tasks(self) -> list[dict[str, Any]]:
+        listing = json.loads(http_request(f"{self.config['introspection_url']}/v1/tasks"))
+        c = self.config
+        return triton_tasks(listing, c["triton_container_name"], c["triton_http_port"], c["triton_metrics_port"])
+
+    def apply(
+        self, release: dict[str, Any] | None, tasks: list[dict[str, Any]]
+    ) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[str, int]], list[str], list[str]]:
+        """Loads every wanted version on every task.
+
+        Returns (serving versions by model and task, inference failures by task, versions that failed to load,
+        tasks that could not be reached).
+        """
+        wanted = release_models(release)
+        loaded: dict[str, dict[str, list[int]]] = {model: {} for model in wanted}
+        failures: dict[str, dict[str, int]] = {}
+        load_errors: list[str] = []
+        unreachable: list[str] = []
+        for task in tasks:
+            client = TritonClient(task["url"], timeout_s=HTTP_TIMEOUT_S)
+            try:
+                index = client.repository_index()
+            except TritonError as err:
+                task["ready"] = False
+                unreachable.append(f"task {task['arn']}: {err}")
+                continue
+            task["ready"] = True
+            for model, version in sorted(wanted.items()):
+                failed = self.load_failures.get((release["release_id"], task["arn"], model, version))
+                if version not in serving(index, model) and failed is None:
+                    try:
+                        ensure_loaded(client, model, version, timeout_s=self.config["load_timeout_s"], index=index)
+                        log.info("task %s: %s version %s READY", task["arn"], model, version)
+                        if self.config["smoke_inference"]:
+                            smoke_test(client, model, version)
+                    except (ModelStateError, TritonError) as err:
+                        failed = str(err)
+                        self.load_failures[(release["release_id"], task["arn"], model, version)] = failed
+                        log.error("task %s: %s version %s did not load or answer: %s", task["arn"], model, version, failed)
+                    index = client.repository_index()
+                if failed:
+                    load_errors.append(f"task {task['arn']}: model {model} version {version} failed to load or answer: {failed}")
+                loaded[model][task["arn"]] = serving(index, model)
+            if task["metrics_url"]:
+                try:
+                    failures[task["arn"]] = failures_by_model(http_request(task["metrics_url"]).decode())
+                except OSError as err:
+                    log.warning("task %s: metrics unreadable: %s", task["arn"], err)
+        return loaded, failures, load_errors, unreachable
+
+    # -- status
+
+    def write_status(self, status: dict[str, Any]) -> None:
+        key = status_key(self.config["prefix"], self.config["application"], self.identity["instance_id"])
+        try:
+            _s3.put_object(self.s3, self.config["bucket"], key, render_status(status), ContentType="application/json")
+        except (ClientError, BotoCoreError) as err:
+            log.error("cannot write the status object s3://%s/%s: %s", self.config["bucket"], key, err)
+
+    def status(self, release: dict[str, Any] | None, state: str, **parts: Any) -> dict[str, Any]:
+        wanted = release_models(release)
+        status = build_status(
+            self.config,
+            self.identity,
+            release,
+            state,
+            parts.get("synced", self.synced(wanted)),
+            parts.get("loaded", {}),
+            parts.get("tasks", []),
+            parts.get("failures", {}),
+            parts.get("last_error"),
+            self.hydrated_at,
+        )
+        self.write_status(status)
+        return status
+
+    # -- the three modes
+
+    def hydrate(self) -> dict[str, Any]:
+        """One boot attempt: the target release's versions on disk, nothing loaded (no task runs before ECS starts)."""
+        release = self.target()
+        wanted = release_models(release)
+        if release is None:
+            log.info("no release record for application %s yet: nothing to hydrate", self.config["application"])
+        synced = self.sync(wanted)
+        self.prune(wanted, {})
+        self.mark_hydrated(release)
+        log.info("hydrated release %s: %s", release["release_id"] if release else None, wanted)
+        return self.status(release, "hydrating" if wanted else "applied", synced=synced)
+
+    def boot(self) -> int:
+        """Hydration with bounded retries; 0 when every model of the release is on disk, 1 (ECS stays stopped) otherwise."""
+        attempts = self.config["boot_attempts"]
+        for attempt in range(1, attempts + 1):
+            try:
+                self.hydrate()
+                return 0
+            except (
+                BotoCoreError,
+                ClientError,
+                ModelStateError,
+                TritonError,
+                OSError,
+                ValueError,
+            ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
+                reason = f"boot hydration attempt {attempt}/{attempts} failed: {err}"
+                log.error("%s", reason)
+                self.status(self.release, "failed", last_error=reason)
+            if attempt < attempts:
+                time.sleep(self.config["boot_retry_delay_s"])
+        log.error("hydration failed %d times; ECS stays stopped until it succeeds (see docs/runbook.md, stuck hydration)", attempts)
+        return 1
+
+    def reconcile(self) -> dict[str, Any]:
+        """One pass: target release → sync → load on every Triton task → prune → status."""
+        self.identity.update(instance_metadata(self.config))
+        release: dict[str, Any] | None = None
+        try:
+            release = self.target()
+            wanted = release_models(release)
+            if release and any(key[0] != release["release_id"] for key in self.load_failures):
+                self.load_failures = {k: v for k, v in self.load_failures.items() if k[0] == release["release_id"]}
+            synced = self.sync(wanted)
+            self.mark_hydrated(release)
+            tasks = self.tasks()
+            # Without a release every task is still probed, so the status can say the (empty) release is applied.
+            loaded, failures, load_errors, unreachable = self.apply(release, tasks)
+            if release and not unreachable:  # what an unreachable task serves is unknown: prune nothing then
+                self.prune(wanted, loaded)
+            state = "failed" if load_errors else "applying"
+            parts = {"synced": synced, "loaded": loaded, "tasks": tasks, "failures": failures}
+            return self.status(release, state, last_error="; ".join(load_errors + unreachable) or None, **parts)
+        except (
+            BotoCoreError,
+            ClientError,
+            ModelStateError,
+            TritonError,
+            OSError,
+            ValueError,
+        ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
+            log.error("reconcile failed: %s", err)
+            return self.status(release or self.release, "failed", last_error=str(err))
+
+    def serve(self) -> None:
+        while True:
+            status = self.reconcile()
+            log.debug("state %s, release %s", status["state"], status["release_id"])
+            time.sleep(self.config["poll_interval_s"])
+
+
+def instance_metadata(config: dict[str, Any]) -> dict[str, Any]:
+    """Container instance ARN and cluster from the ECS agent, once it runs (the config's cluster until then)."""
+    metadata = agent_metadata(config["introspection_url"])
+    return {"container_instance_arn": metadata.get("ContainerInstanceArn"), "cluster": metadata.get("Cluster") or config["cluster"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="inferops-model-agent", description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--config", default=CONFIG_PATH, help=f"agent configuration (JSON), default {CONFIG_PATH}")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--boot", action="store_true", help="hydrate the host path, then exit 0 (ecs.service waits for it) or 1")
+    mode.add_argument("--serve", action="store_true", help="reconcile every poll_interval_s, forever")
+    mode.add_argument("--once", action="store_true", help="one reconcile pass; exit 0 when the release is applied")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        config = load_config(args.config)
+        identity = dict(instance_metadata(config), instance_id=imds_instance_id(config["imds_url"]))
+    except (OSError, ValueError) as err:
+        log.error("cannot start: %s", err)
+        return 2
+    agent = ModelAgent(config, s3_client(config), identity)
+    if args.boot:
+        return agent.boot()
+    if args.once:
+        return 0 if agent.reconcile()["applied"] else 1
+    agent.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,199 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""Release records and instance status objects in S3: key names and validation, pure functions, no I/O.
+
+Keys under the model prefix P, for the application APP (the ECS service family / fleet name):
+
+- ``P/releases/APP/current.json``: the release the whole fleet must run;
+- ``P/releases/APP/previous.json``: the release current.json replaced (the rollback target);
+- ``P/releases/APP/canary.json``: optional, a release only the instances it lists must run (staged rollout);
+- ``P/status/APP/<instance-id>.json``: written only by the model agent of that instance.
+
+The controller (module model_release) and the agent on every instance validate records with the same
+function, `parse_release`, so a record one side accepts is a record the other side can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import (
+    ManifestError,
+    check_model_name,
+    check_version,
+)
+
+RELEASE_SCHEMA = 1
+STATUS_SCHEMA = 1
+CURRENT = "current"
+PREVIOUS = "previous"
+CANARY = "canary"
+RECORD_NAMES = (CURRENT, PREVIOUS, CANARY)
+STATES = ("hydrating", "applying", "applied", "failed")
+_RELEASE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_APPLICATION = re.compile(r"[A-Za-z0-9_-]{1,255}")  # an ECS task definition family
+_INSTANCE_ID = re.compile(r"i-[0-9a-zA-Z]{1,64}")
+
+
+class ReleaseError(ValueError):
+    """A release record or a status object is not usable; the message names the field, the value and the fix."""
+
+
+# ---------------------------------------------------------------- names and keys
+
+
+def check_application(application: Any) -> str:
+    if not isinstance(application, str) or not _APPLICATION.fullmatch(application):
+        raise ReleaseError(f"application={application!r} is not an ECS service family name: use 1-255 letters, digits, '_' and '-'")
+    return application
+
+
+def check_release_id(release_id: Any) -> str:
+    if not isinstance(release_id, str) or not _RELEASE_ID.fullmatch(release_id):
+        raise ReleaseError(f"release_id={release_id!r} must be 1-128 characters of letters, digits, '.', '_' and '-'")
+    return release_id
+
+
+def check_instance_id(instance_id: Any) -> str:
+    if not isinstance(instance_id, str) or not _INSTANCE_ID.fullmatch(instance_id):
+        raise ReleaseError(f"instance id {instance_id!r} is not an EC2 instance id (i-...)")
+    return instance_id
+
+
+def _base(prefix: str) -> str:
+    cleaned = (prefix or "").strip("/")
+    return f"{cleaned}/" if cleaned else ""
+
+
+def releases_prefix(prefix: str, application: str) -> str:
+    return f"{_base(prefix)}releases/{check_application(application)}/"
+
+
+def release_key(prefix: str, application: str, name: str) -> str:
+    """The key of record `name` (current, previous or canary)."""
+    if name not in RECORD_NAMES:
+        raise ReleaseError(f"release record {name!r} is not one of {', '.join(RECORD_NAMES)}")
+    return f"{releases_prefix(prefix, application)}{name}.json"
+
+
+def status_prefix(prefix: str, application: str) -> str:
+    return f"{_base(prefix)}status/{check_application(application)}/"
+
+
+def status_key(prefix: str, application: str, instance_id: str) -> str:
+    return f"{status_prefix(prefix, application)}{check_instance_id(instance_id)}.json"
+
+
+# ---------------------------------------------------------------- release records
+
+
+def build_release(
+    application: str, release_id: str, models: list[dict[str, Any]], created: str, instances: list[str] | None = None
+) -> dict[str, Any]:
+    """A release record (with `instances`: a canary record); validated like one read back from S3."""
+    record: dict[str, Any] = {
+        "schema": RELEASE_SCHEMA,
+        "application": application,
+        "release_id": release_id,
+        "created": created,
+        "models": [{"name": m["name"], "version": m["version"]} for m in models],
+    }
+    if instances is not None:
+        record["instances"] = list(instances)
+    return validate_release(record, application, "release record")
+
+
+def render_release(record: dict[str, Any]) -> bytes:
+    """Canonical bytes: two renders of the same record compare equal (so a rewrite of the same release is no change)."""
+    return (json.dumps(record, sort_keys=True, indent=1) + "\n").encode()
+
+
+def parse_release(raw: bytes, application: str, where: str) -> dict[str, Any]:
+    """Validates a release record read from S3; `where` (e.g. its s3:// URL) names it in every error."""
+    try:
+        record = json.loads(raw)
+    except ValueError as err:
+        raise ReleaseError(f"{where} is not JSON ({err}); write the release again") from err
+    return validate_release(record, application, where)
+
+
+def validate_release(record: Any, application: str, where: str) -> dict[str, Any]:
+    """Schema, release_id, application, models (names, versions, no duplicate) and, on a canary record, instances."""
+    if not isinstance(record, dict):
+        raise ReleaseError(f"{where} must be a JSON object, got {type(record).__name__}")
+    if record.get("schema") != RELEASE_SCHEMA or isinstance(record.get("schema"), bool):
+        raise ReleaseError(f"{where} has schema={record.get('schema')!r}, expected {RELEASE_SCHEMA}; write it with this collection")
+    if record.get("application") != check_application(application):
+        raise ReleaseError(
+            f"{where} names application={record.get('application')!r}, expected {application!r}; it was written under the wrong key"
+        )
+    try:
+        check_release_id(record.get("release_id"))
+    except ReleaseError as err:
+        raise ReleaseError(f"{where}: {err}") from err
+    if not isinstance(record.get("created"), str) or not record["created"]:
+        raise ReleaseError(f"{where} has created={record.get('created')!r}; expected an ISO-8601 UTC time")
+    models = record.get("models")
+    if not isinstance(models, list):
+        raise ReleaseError(f"{where} has models={models!r}; expected a list of {{name, version}} (empty for no models)")
+    seen: set[str] = set()
+    for entry in models:
+        if not isinstance(entry, dict) or set(entry) != {"name", "version"}:
+            raise ReleaseError(f"{where}: models entry {entry!r} must be an object with exactly name and version")
+        try:
+            check_model_name(entry["name"])
+            if isinstance(entry["version"], bool) or not isinstance(entry["version"], int):
+                raise ManifestError(f"version={entry['version']!r} must be a JSON integer (1, 2, ...)")
+            check_version(entry["version"])
+        except ManifestError as err:
+            raise ReleaseError(f"{where}: models entry {entry!r}: {err}") from err
+        if entry["name"] in seen:
+            raise ReleaseError(f"{where}: model {entry['name']} is listed twice; a release serves one version per model")
+        seen.add(entry["name"])
+    if "instances" in record:
+        instances = record["instances"]
+        if not isinstance(instances, list) or not instances:
+            raise ReleaseError(f"{where} has instances={instances!r}; a canary record lists at least one instance id")
+        for instance_id in instances:
+            try:
+                check_instance_id(instance_id)
+            except ReleaseError as err:
+                raise ReleaseError(f"{where}: {err}") from err
+    return record
+
+
+def release_models(record: dict[str, Any] | None) -> dict[str, int]:
+    """{model: version} of a validated record (empty for no record: a fresh application has no models yet)."""
+    return {m["name"]: m["version"] for m in (record or {}).get("models", [])}
+
+
+def target_release(current: dict[str, Any] | None, canary: dict[str, Any] | None, instance_id: str) -> dict[str, Any] | None:
+    """The record this instance must run: the canary when it lists the instance, else current (None: no release yet)."""
+    if canary is not None and instance_id in canary.get("instances", []):
+        return canary
+    return current
+
+
+# ---------------------------------------------------------------- status objects
+
+
+def parse_status(raw: bytes, application: str, where: str) -> dict[str, Any]:
+    """An agent's status object read back from S3 (the controller's view of an instance)."""
+    try:
+        status = json.loads(raw)
+    except ValueError as err:
+        raise ReleaseError(f"{where} is not JSON ({err}); the agent rewrites it at its next poll") from err
+    if not isinstance(status, dict) or status.get("schema") != STATUS_SCHEMA:
+        raise ReleaseError(f"{where} is not a status object of schema {STATUS_SCHEMA}")
+    if status.get("application") != application:
+        raise ReleaseError(f"{where} names application={status.get('application')!r}, expected {application!r}")
+    check_instance_id(status.get("instance_id"))
+    if status.get("state") not in STATES:
+        raise ReleaseError(f"{where} has state={status.get('state')!r}, expected one of {', '.join(STATES)}")
+    return status
+
+
+def render_status(status: dict[str, Any]) -> bytes:
+    return (json.dumps(status, sort_keys=True, indent=1) + "\n").encode()

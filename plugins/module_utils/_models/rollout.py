@@ -1,0 +1,432 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""Staged model releases from the controller: plans over the release records, and the wait on the agents' status objects.
+
+The controller never reaches an instance. It writes release records in S3 (keys and validation in
+`_model_release.py`, shared with the model agent) and reads back the status object each instance's agent writes:
+
+- ``canary``: canary.json names a release and the instances that must run it; every other instance keeps current.json;
+- ``promoted``: previous.json <- current.json, current.json <- the release, canary.json deleted;
+- ``canary_absent``: canary.json deleted (a failed canary: its instances go back to current.json);
+- ``rolled_back``: canary.json deleted and current.json <- previous.json;
+- ``converged``: waits until every ACTIVE container instance of the cluster (or the listed ones) reports its target
+  release applied; the timeout names the laggards.
+
+Pure functions plan (a list of actions) and judge (one verdict per instance); `apply_actions`, `read_records` and
+`fleet_verdicts` are the only I/O, through `_s3` and `_ecs_services`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import (
+    ManifestError,
+    check_model_name,
+    check_version,
+    model_prefix,
+    pick_version,
+    versions_from_keys,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
+    CANARY,
+    CURRENT,
+    PREVIOUS,
+    RECORD_NAMES,
+    ReleaseError,
+    build_release,
+    check_instance_id,
+    check_release_id,
+    parse_release,
+    parse_status,
+    release_key,
+    release_models,
+    render_release,
+    status_key,
+    status_prefix,
+    target_release,
+)
+
+RUNBOOK = "docs/runbook.md, section 'Stuck hydration'"
+
+
+class RolloutError(Exception):
+    """The fleet did not converge (a timeout or a failed instance); the message names the instances and why."""
+
+    def __init__(self, message: str, verdicts: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.verdicts = verdicts
+
+
+# ---------------------------------------------------------------- the release asked for
+
+
+def requested_models(models: Any) -> list[tuple[str, str]]:
+    """[(name, version or "latest")] from the module's `models`, every entry checked; errors name models[i]."""
+    if not isinstance(models, list) or not models:
+        raise ReleaseError("models is empty: list the release's models as {name, version} (version: a number or latest)")
+    requested: list[tuple[str, str]] = []
+    for index, entry in enumerate(models):
+        where = f"models[{index}]"
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise ReleaseError(f"{where}={entry!r} must be a mapping with name (and version, default latest)")
+        version = str(entry.get("version") if entry.get("version") not in (None, "") else "latest")
+        try:
+            check_model_name(entry["name"])
+            if version != "latest":
+                check_version(version)
+        except ManifestError as err:
+            raise ReleaseError(f"{where} ({entry['name']}): {err}") from err
+        if entry["name"] in [name for name, _v in requested]:
+            raise ReleaseError(f"{where}: model {entry['name']} is listed twice; a release serves one version per model, keep one entry")
+        requested.append((entry["name"], version))
+    return requested
+
+
+def resolve_versions(requested: list[tuple[str, str]], published: dict[str, list[int]]) -> dict[str, int]:
+    """{name: version}: `latest` becomes the highest published version; a pinned version must have its manifest."""
+    resolved: dict[str, int] = {}
+    for index, (name, version) in enumerate(requested):
+        try:
+            resolved[name] = pick_version(published.get(name, []), version)
+        except ManifestError as err:
+            raise ReleaseError(f"models[{index}] ({name}): {err}") from err
+    return resolved
+
+
+def release_id_for(models: dict[str, int]) -> str:
+    """A short id derived from the content, so running the same release again finds it already written."""
+    text = json.dumps(sorted(models.items()), separators=(",", ":"))
+    return "r-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def make_release(application: str, models: dict[str, int], release_id: str | None, created: str) -> dict[str, Any]:
+    chosen = check_release_id(release_id) if release_id else release_id_for(models)
+    return build_release(application, chosen, [{"name": n, "version": v} for n, v in sorted(models.items())], created)
+
+
+def same_release(record: dict[str, Any] | None, release: dict[str, Any] | None) -> bool:
+    """Same id and same models; `created` (and a canary's instances) left out."""
+    if record is None or release is None:
+        return record is release
+    return record["release_id"] == release["release_id"] and release_models(record) == release_models(release)
+
+
+def check_id_reuse(records: dict[str, Any], release: dict[str, Any]) -> None:
+    """A release id names one content: an id already written with other models is refused before any write."""
+    for name in RECORD_NAMES:
+        record = records.get(name)
+        if record and record["release_id"] == release["release_id"] and not same_release(record, release):
+            raise ReleaseError(
+                f"release_id={release['release_id']!r} is already {name}.json with models {release_models(record)}, not "
+                f"{release_models(release)}; a release id names one content: give another release_id, or none to derive one"
+            )
+
+
+# ---------------------------------------------------------------- plans: [(op, record name, record or None)]
+
+
+def plan_canary(records: dict[str, Any], release: dict[str, Any], instances: list[str]) -> list[tuple[str, str, Any]]:
+    """Write canary.json for `instances`, unless the release is already current or already the same canary."""
+    if same_release(records.get(CURRENT), release):
+        return []
+    canary = dict(release, instances=sorted(instances))
+    existing = records.get(CANARY)
+    if same_release(existing, release) and sorted(existing.get("instances", [])) == canary["instances"]:
+        return []
+    return [("put", CANARY, canary)]
+
+
+def plan_promote(records: dict[str, Any], release: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """previous.json <- current.json, current.json <- the release, then canary.json deleted."""
+    actions: list[tuple[str, str, Any]] = []
+    current = records.get(CURRENT)
+    if not same_release(current, release):
+        if current is not None:
+            actions.append(("put", PREVIOUS, current))
+        actions.append(("put", CURRENT, release))
+    if records.get(CANARY) is not None:
+        actions.append(("delete", CANARY, None))
+    return actions
+
+
+def plan_canary_removal(records: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    return [("delete", CANARY, None)] if records.get(CANARY) is not None else []
+
+
+def plan_rollback(records: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """canary.json deleted and current.json <- previous.json; a second run finds current == previous and does nothing."""
+    actions = plan_canary_removal(records)
+    previous = records.get(PREVIOUS)
+    if previous is None:
+        if not actions and records.get(CURRENT) is not None:
+            raise ReleaseError("there is no previous.json to roll back to (current.json was never replaced); nothing was changed")
+        return actions
+    if not same_release(records.get(CURRENT), previous):
+        actions.append(("put", CURRENT, previous))
+    return actions
+
+
+def describe_actions(actions: list[tuple[str, str, Any]]) -> list[str]:
+    return [f"write {name}.json ({record['release_id']})" if op == "put" else f"delete {name}.json" for op, name, record in actions]
+
+
+def records_after(records: dict[str, Any], actions: list[tuple[str, str, Any]]) -> dict[str, Any]:
+    after = dict(records)
+    for op, name, record in actions:
+        after[name] = record if op == "put" else None
+    return after
+
+
+# ---------------------------------------------------------------- verdicts on the agents' status objects
+
+
+def failures_total(status: dict[str, Any] | None) -> int:
+    """nv_inference_request_failure summed over every task and model the status reports."""
+    per_task = (status or {}).get("inference_failures") or {}
+    return sum(int(count) for models in per_task.values() if isinstance(models, dict) for count in models.values())
+
+
+def instance_verdict(
+    instance_id: str, status: dict[str, Any] | None, wanted: dict[str, Any] | None, failures_before: int | None = None, problem: str = ""
+) -> dict[str, Any]:
+    """Whether one instance runs its target release. `failures_before` (a canary check) also demands no error and no new failures.
+
+    `failed` marks a verdict that waiting cannot change: the agent reports the wanted release failed, or failures rose.
+    """
+    wanted_id = wanted["release_id"] if wanted else None
+    status = status or {}
+    verdict = {
+        "instance_id": instance_id,
+        "wanted_release_id": wanted_id,
+        "release_id": status.get("release_id"),
+        "state": status.get("state"),
+        "applied": bool(status.get("applied")),
+        "last_error": status.get("last_error"),
+        "inference_failures": failures_total(status),
+        "updated": status.get("updated"),
+        "ok": False,
+        "failed": False,
+        "reason": "",
+    }
+    on_wanted = status.get("release_id") == wanted_id
+    if problem:
+        verdict["reason"] = problem
+    elif not status:
+        verdict["reason"] = "no status object yet (its model agent has not reported)"
+    elif not on_wanted:
+        verdict["reason"] = f"reports release {status.get('release_id')} (state {status.get('state')}), not yet {wanted_id}"
+    elif status.get("state") == "failed":
+        verdict.update(failed=True, reason=f"failed to apply {wanted_id}: {status.get('last_error') or 'no error text'}")
+    elif not status.get("applied"):
+        verdict["reason"] = f"still {status.get('state')} {wanted_id}"
+    elif failures_before is not None and status.get("last_error"):
+        verdict.update(failed=True, reason=f"applied {wanted_id} with an error: {status['last_error']}")
+    elif failures_before is not None and verdict["inference_failures"] > failures_before:
+        verdict.update(failed=True, reason=f"inference failures rose from {failures_before} to {verdict['inference_failures']}")
+    else:
+        verdict["ok"] = True
+    if verdict["last_error"] and not verdict["ok"] and verdict["last_error"] not in verdict["reason"]:
+        verdict["reason"] += f"; last_error: {verdict['last_error']}"
+    return verdict
+
+
+def laggard_message(verdicts: list[dict[str, Any]], waited_s: float, status_url: str) -> str:
+    """The instances not on their release, each with why; the fix says where to look."""
+    behind = [v for v in verdicts if not v["ok"]]
+    failed = [v for v in behind if v["failed"]]
+    named = "; ".join(f"{v['instance_id']}: {v['reason']}" for v in (failed or behind))
+    if failed:
+        head = f"{len(failed)} of {len(verdicts)} instances failed the release"
+    else:
+        head = f"{len(behind)} of {len(verdicts)} instances did not report their release applied within {waited_s:.0f} s"
+    return f"{head}: {named}. Status objects: {status_url}<instance-id>.json; see {RUNBOOK}"
+
+
+def wait_converged(
+    read_verdicts: Callable[[], list[dict[str, Any]]],
+    timeout_s: float,
+    poll_interval_s: float,
+    bake_s: float = 0,
+    status_url: str = "",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[list[dict[str, Any]], float]:
+    """Polls until every verdict is ok (and stays ok for `bake_s`); a failed verdict or the timeout raises RolloutError."""
+    start = clock()
+    ok_since: float | None = None
+    while True:
+        verdicts = read_verdicts()
+        now = clock()
+        waited = now - start
+        if any(v["failed"] for v in verdicts):
+            raise RolloutError(laggard_message(verdicts, waited, status_url), verdicts)
+        if all(v["ok"] for v in verdicts):
+            ok_since = now if ok_since is None else ok_since
+            if now - ok_since >= bake_s:
+                return verdicts, waited
+        else:
+            ok_since = None
+        if waited >= timeout_s:
+            raise RolloutError(laggard_message(verdicts, waited, status_url), verdicts)
+        remaining_bake = bake_s - (now - ok_since) if ok_since is not None else poll_interval_s
+        sleep(max(0.0, min(poll_interval_s, timeout_s - waited, remaining_bake)))
+
+
+# ---------------------------------------------------------------- I/O: S3 records and status objects, ECS instances
+
+
+def s3_url(bucket: str, key: str) -> str:
+    return f"s3://{bucket}/{key}"
+
+
+def published_versions(s3: Any, bucket: str, prefix: str, names: list[str]) -> dict[str, list[int]]:
+    """The versions of each model that have a manifest (one listing per model)."""
+    return {name: versions_from_keys(_s3.list_keys(s3, bucket, model_prefix(prefix, name)), prefix, name) for name in names}
+
+
+def read_records(s3: Any, bucket: str, prefix: str, application: str) -> dict[str, Any]:
+    """{current, previous, canary}: each validated record, or None when the key does not exist."""
+    records: dict[str, Any] = {}
+    for name in RECORD_NAMES:
+        key = release_key(prefix, application, name)
+        raw = _s3.get_bytes(s3, bucket, key)
+        records[name] = None if raw is None else parse_release(raw, application, s3_url(bucket, key))
+    return records
+
+
+def apply_actions(s3: Any, bucket: str, prefix: str, application: str, actions: list[tuple[str, str, Any]]) -> None:
+    """In plan order: previous before current, so a run cut off between two writes never loses the rollback target."""
+    for op, name, record in actions:
+        key = release_key(prefix, application, name)
+        if op == "put":
+            _s3.put_object(s3, bucket, key, render_release(record), ContentType="application/json")
+        else:
+            _s3.delete_object(s3, bucket, key)
+
+
+def read_status(s3: Any, bucket: str, prefix: str, application: str, instance_id: str) -> tuple[dict[str, Any] | None, str]:
+    """(status, problem): the agent's status object, or None; an unreadable one is a problem named with its URL."""
+    key = status_key(prefix, application, instance_id)
+    raw = _s3.get_bytes(s3, bucket, key)
+    if raw is None:
+        return None, ""
+    try:
+        return parse_status(raw, application, s3_url(bucket, key)), ""
+    except ReleaseError as err:
+        return None, str(err)
+
+
+def active_instance_ids(ecs: Any, cluster: str) -> list[str]:
+    """EC2 instance ids of the cluster's ACTIVE container instances, sorted (the first is the default canary)."""
+    return sorted(ci["ec2InstanceId"] for ci in _ecs_services.container_instances(ecs, cluster) if ci.get("ec2InstanceId"))
+
+
+def check_instances(instances: list[str], active: list[str] | None, cluster: str | None) -> list[str]:
+    """Named instances: EC2 ids, and ACTIVE container instances of the cluster when one is given."""
+    for index, instance_id in enumerate(instances):
+        try:
+            check_instance_id(instance_id)
+        except ReleaseError as err:
+            raise ReleaseError(f"instances[{index}]: {err}; give EC2 instance ids such as i-0123456789abcdef0") from err
+        if active is not None and instance_id not in active:
+            raise ReleaseError(
+                f"instances[{index}]={instance_id!r} is not an ACTIVE container instance of cluster {cluster} "
+                f"(ACTIVE: {', '.join(active) or 'none'}); name one of those, or none to take the first"
+            )
+    return sorted(set(instances))
+
+
+def fleet_verdicts(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    application: str,
+    records: dict[str, Any],
+    instance_ids: list[str],
+    active: list[str],
+    failures_before: dict[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """One verdict per instance: its target (canary.json when it lists the instance, else current.json) against its status.
+
+    A named instance that left the cluster (terminated, drained) fails: it can no longer prove the release.
+    """
+    verdicts = []
+    for instance_id in instance_ids:
+        if instance_id not in active:
+            gone = instance_verdict(instance_id, None, None, problem="is no longer an ACTIVE container instance of the cluster")
+            verdicts.append(dict(gone, failed=True))
+            continue
+        status, problem = read_status(s3, bucket, prefix, application, instance_id)
+        wanted = target_release(records.get(CURRENT), records.get(CANARY), instance_id)
+        verdicts.append(instance_verdict(instance_id, status, wanted, (failures_before or {}).get(instance_id), problem))
+    return verdicts
+
+
+# ---------------------------------------------------------------- one module run
+
+
+def run(s3: Any, ecs: Any, params: dict[str, Any], check_mode: bool, created: str) -> dict[str, Any]:
+    """The module's work for params["state"]; raises ReleaseError (bad input, nothing written) or RolloutError."""
+    bucket, prefix, application, state = params["bucket"], params["prefix"], params["application"], params["state"]
+    records = read_records(s3, bucket, prefix, application)
+    status_url = s3_url(bucket, status_prefix(prefix, application))
+    result: dict[str, Any] = {"changed": False, "actions": [], "records": records}
+    if state == "converged":
+        active = active_instance_ids(ecs, params["cluster"])
+        named = check_instances(params["instances"], None, None) if params["instances"] else active
+
+        def read() -> list[dict[str, Any]]:
+            return fleet_verdicts(s3, bucket, prefix, application, records, named, active, params["inference_failures_before"])
+
+        if check_mode:
+            verdicts = read()
+            return dict(result, instances=verdicts, converged=all(v["ok"] for v in verdicts), waited_s=0)
+        verdicts, waited = wait_converged(read, params["timeout_s"], params["poll_interval_s"], params["bake_s"], status_url)
+        return dict(result, instances=verdicts, converged=True, waited_s=round(waited, 1))
+
+    release = None
+    if state in ("canary", "promoted"):
+        requested = requested_models(params["models"])
+        published = published_versions(s3, bucket, prefix, [name for name, _v in requested])
+        if check_mode:  # a check run of sync_models.yml publishes nothing: count what it would publish first
+            for entry in params.get("publishing") or []:
+                published.setdefault(entry["model"], []).append(int(entry["version"]))
+        resolved = resolve_versions(requested, {name: sorted(versions) for name, versions in published.items()})
+        release = make_release(application, resolved, params["release_id"], created)
+        check_id_reuse(records, release)
+        result.update(release=release, release_id=release["release_id"])
+    if state == "canary":
+        if not params["instances"] and not params["cluster"]:
+            raise ReleaseError("state=canary needs instances (EC2 instance ids) or cluster (its first ACTIVE instance is the canary)")
+        active = active_instance_ids(ecs, params["cluster"]) if params["cluster"] else None
+        canaries = check_instances(params["instances"], active, params["cluster"]) or (active or [])[:1]
+        if not canaries:
+            raise ReleaseError(
+                f"cluster {params['cluster']} has no ACTIVE container instance to be the canary; start one, or name instances"
+            )
+        actions = plan_canary(records, release, canaries)
+        before = {}
+        for instance_id in canaries:
+            status, _problem = read_status(s3, bucket, prefix, application, instance_id)
+            before[instance_id] = failures_total(status)
+        result.update(canary_instances=canaries, inference_failures_before=before, already_current=same_release(records[CURRENT], release))
+    elif state == "promoted":
+        actions = plan_promote(records, release)
+    elif state == "canary_absent":
+        actions = plan_canary_removal(records)
+    else:
+        actions = plan_rollback(records)
+    after = records_after(records, actions)
+    if state in ("canary_absent", "rolled_back") and after[CURRENT] is not None:
+        result["release_id"] = after[CURRENT]["release_id"]
+    result.update(changed=bool(actions), actions=describe_actions(actions), records=after, diff={"before": records, "after": after})
+    if actions and not check_mode:
+        apply_actions(s3, bucket, prefix, application, actions)
+    return result

@@ -1,0 +1,136 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""What the task_definition module does for state=present and state=absent: read, compare, then write.
+
+The functions take ready-made clients and call AWS only through `_ecs`; the module's main() wraps them.
+Every check that can fail happens before the first write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs_task_definitions as _ecs
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
+    TaskDefinitionError,
+    canonicalise,
+    diff,
+    ecr_repository,
+    from_describe,
+    pin_image,
+    render,
+    split_image,
+)
+
+
+def _short(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1]
+
+
+def resolve_image(ecr_client: Callable[[], Any], image: str) -> str:
+    """A tagged ECR reference pinned to the digest the tag points at now."""
+    repo = ecr_repository(image)
+    tag = split_image(image)["tag"]
+    digest = _ecs.image_digest(ecr_client(), repo["registryId"], repo["repositoryName"], tag) if repo else None
+    if not digest:
+        raise TaskDefinitionError(
+            [f"image: tag {tag!r} was not found in ECR repository {image.rsplit(':', 1)[0]!r}; push it first or fix the tag"]
+        )
+    return pin_image(image, digest)
+
+
+def present(
+    ecs: Any, ecr_client: Callable[[], Any], params: dict[str, Any], region: str | None, check_mode: bool = False
+) -> dict[str, Any]:
+    actions: list[str] = []
+    params = dict(params)
+    if params.get("resolve_image_digest") and not split_image(params["image"])["digest"]:
+        pinned = resolve_image(ecr_client, params["image"])
+        actions.append(f"resolved {params['image']} to {pinned}")
+        params["image"] = pinned
+    desired = render(params, region)
+    result = ensure(ecs, desired, check_mode=check_mode)
+    actions += result.pop("actions")
+    result["image"] = params["image"]
+    if params.get("keep_revisions"):
+        pending = result["changed"] and check_mode
+        pruned, kept_in_use = prune(ecs, params["family"], params["keep_revisions"], pending=pending, check_mode=check_mode)
+        result["changed"] = result["changed"] or bool(pruned)
+        result["kept_in_use"] = kept_in_use
+        actions += [f"{'would deregister' if check_mode else 'deregistered'} {_short(a)}" for a in pruned]
+    result["actions"] = actions
+    return result
+
+
+def ensure(ecs: Any, desired: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
+    """Register `desired` (register_task_definition arguments) unless the latest ACTIVE revision already equals it."""
+    family = desired["family"]
+    current_response = _ecs.latest_active_task_definition(ecs, family)
+    current = from_describe(current_response) if current_response else None
+    changes = diff(current, desired)
+    changed = changes["before"] != changes["after"]
+    arn = current["taskDefinitionArn"] if current else None
+    revision = current["revision"] if current else None
+    actions = []
+    if changed and check_mode:
+        arn = revision = None
+        actions.append(f"would register a new revision of {family}")
+    elif changed:
+        registered = _ecs.register_task_definition(ecs, desired)["taskDefinition"]
+        arn, revision = registered["taskDefinitionArn"], registered["revision"]
+        actions.append(f"registered {_short(arn)}")
+    return {
+        "changed": changed,
+        "task_definition_arn": arn,
+        "revision": revision,
+        "task_definition": changes["after"],
+        "diff": {"before": changes["before"], "after": changes["after"]},
+        "changed_fields": changes["paths"],
+        "actions": actions,
+    }
+
+
+def prune(ecs: Any, family: str, keep: int, pending: bool, check_mode: bool) -> tuple[list[str], dict[str, list[str]]]:
+    """Deregister ACTIVE revisions beyond the newest `keep` that no service uses; `pending` counts a revision not yet registered."""
+    active = _ecs.list_task_definitions(ecs, family)
+    excess = active[keep - 1 :] if pending else active[keep:]
+    if not excess:
+        return [], {}
+    used = _ecs.task_definitions_in_use(ecs)
+    kept_in_use = {arn: used[arn] for arn in excess if arn in used}
+    pruned = [arn for arn in excess if arn not in used]
+    if not check_mode:
+        for arn in pruned:
+            _ecs.deregister_task_definition(ecs, arn)
+    return pruned, kept_in_use
+
+
+def absent(ecs: Any, params: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
+    family = params["family"]
+    active = _ecs.list_task_definitions(ecs, family)
+    before: dict[str, Any] = {}
+    if active:
+        latest = _ecs.describe_task_definition(ecs, active[0])
+        before = canonicalise(from_describe(latest)) if latest else {}
+        used = _ecs.task_definitions_in_use(ecs)
+        in_use = {arn: used[arn] for arn in active if arn in used}
+        if in_use:
+            listed = "; ".join(f"{_short(arn)} by {', '.join(services)}" for arn, services in in_use.items())
+            raise TaskDefinitionError(
+                [
+                    f"state: absent would deregister revisions still in use ({listed});"
+                    " move or delete those services first, or keep the family with keep_revisions"
+                ]
+            )
+        if not check_mode:
+            for arn in active:
+                _ecs.deregister_task_definition(ecs, arn)
+    verb = "would deregister" if check_mode else "deregistered"
+    return {
+        "changed": bool(active),
+        "task_definition": {},
+        "diff": {"before": before, "after": {}},
+        "changed_fields": ["."] if active else [],
+        "actions": [f"{verb} {_short(arn)}" for arn in active],
+    }
