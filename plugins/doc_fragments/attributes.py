@@ -1,0 +1,17 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The C(attributes) every module of the collection declares (check and diff mode), as community.docker does;
+each module says its own C(support) and C(details)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options: {}
+attributes:
+  check_mode:
+    description: Can run in check mode and report what it would change (C(changed)) without writing.
+  diff_mode:
+    description: Returns C(diff) with what changed (or, in check mode, would change), as C(before) and C(after).
+"""
