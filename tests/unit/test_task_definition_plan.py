@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs_task_definitions as _ecs
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecr as _ecr
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import plan as _task_definition_plan
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     TaskDefinitionError,
@@ -17,7 +18,7 @@ ARN = "arn:aws:ecs:us-east-1:123456789012:task-definition/{}:{}"
 
 
 class FakeEcs:
-    """The _ecs functions over one in-memory account; `calls` records every one made."""
+    """The _ecs and _ecr functions over one in-memory account; `calls` records every one made."""
 
     def __init__(self) -> None:
         self.revisions: dict[str, list[dict]] = {}
@@ -33,9 +34,9 @@ class FakeEcs:
             "deregister_task_definition",
             "list_task_definitions",
             "task_definitions_in_use",
-            "image_digest",
         ):
             monkeypatch.setattr(_ecs, name, getattr(self, name))
+        monkeypatch.setattr(_ecr, "image_digest", self.image_digest)
         return self
 
     def _find(self, arn: str) -> dict:

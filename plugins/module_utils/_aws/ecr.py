@@ -1,6 +1,7 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""ECR registry login: decoding the authorization token (pure) and the one call that fetches it."""
+"""The one place this collection calls ECR: registry login (decoding the authorization token is pure) and
+image digest lookups. Every call is made with `aws_retry=True` on a client built with AWSRetry."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import base64
 import binascii
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, InputError, error_code
 
 
 def decode_authorization(data: dict[str, Any]) -> dict[str, str]:
@@ -42,3 +43,16 @@ def get_authorization(ecr: Any) -> dict[str, str]:
     if not entries:
         raise InputError("ECR returned no authorization data")
     return decode_authorization(entries[0])
+
+
+def image_digest(ecr: Any, registry_id: str, repository: str, tag: str) -> str | None:
+    """sha256 digest of `repository:tag` in ECR, or None when the tag does not exist."""
+    try:
+        images = ecr.describe_images(aws_retry=True, registryId=registry_id, repositoryName=repository, imageIds=[{"imageTag": tag}])[
+            "imageDetails"
+        ]
+    except ClientError as e:
+        if error_code(e) in ("ImageNotFoundException", "RepositoryNotFoundException"):
+            return None
+        raise
+    return images[0]["imageDigest"] if images else None

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see galaxy.yml)
 """Carries out a blue/green plan: observes AWS, asks `_bluegreen.decide()`, runs each phase, rolls back on failure.
 
-The AWS calls go through the thin client files (`_ecs.py`, `_ecs_services.py`, `_elbv2.py`, `_cloudwatch.py`);
+The AWS calls go through the thin client files (`_aws/ecs.py`, `_aws/elbv2.py`, `_aws/cloudwatch.py`);
 Triton gates and drains through `_triton_client.py`. Time comes from a `Clock`, so tests can count the waits.
 """
 
@@ -16,7 +16,6 @@ from typing import Any
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs_task_definitions as ecs_td
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import placement
@@ -140,7 +139,7 @@ class Runner:
             lbs = [lb.get("targetGroupArn") for lb in service.get("loadBalancers") or []]
             if lbs and self.tgs[color] not in lbs:
                 errors.append(f"service {name} is attached to {lbs}, not to target_groups.{color} {self.tgs[color]}")
-        found = ecs_td.describe_task_definition(self.aws.ecs, self.p["task_definition"])
+        found = ecs_svc.describe_task_definition(self.aws.ecs, self.p["task_definition"])
         if found is None or found["taskDefinition"].get("status", "ACTIVE") != "ACTIVE":
             errors.append(
                 f"task_definition {self.p['task_definition']} does not exist (or is INACTIVE): register it first (inferops.triton_ecs.task_definition)"

@@ -16,7 +16,6 @@ import re
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs_task_definitions as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, target_group_arn_errors
 
@@ -246,7 +245,7 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             raise InputError(
                 f"{', '.join(names[c] for c in missing)} missing: give task_definition, the revision a new service starts with"
             )
-        described = _ecs.describe_task_definition(ecs, params["task_definition"])
+        described = _ecs_services.describe_task_definition(ecs, params["task_definition"])
         if described is None:
             raise InputError(f"task_definition {params['task_definition']!r} does not exist: register it first (task_definition module)")
         errors = validate_task_definition(described["taskDefinition"], params)

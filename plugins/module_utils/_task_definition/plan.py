@@ -2,7 +2,8 @@
 # Apache License 2.0 (see galaxy.yml)
 """What the task_definition module does for state=present and state=absent: read, compare, then write.
 
-The functions take ready-made clients and call AWS only through `_ecs`; the module's main() wraps them.
+The functions take ready-made clients and call AWS only through `_aws/ecs.py` and `_aws/ecr.py`;
+the module's main() wraps them.
 Every check that can fail happens before the first write.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs_task_definitions as _ecs
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecr as _ecr
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     TaskDefinitionError,
     canonicalise,
@@ -32,7 +34,7 @@ def resolve_image(ecr_client: Callable[[], Any], image: str) -> str:
     """A tagged ECR reference pinned to the digest the tag points at now."""
     repo = ecr_repository(image)
     tag = split_image(image)["tag"]
-    digest = _ecs.image_digest(ecr_client(), repo["registryId"], repo["repositoryName"], tag) if repo else None
+    digest = _ecr.image_digest(ecr_client(), repo["registryId"], repo["repositoryName"], tag) if repo else None
     if not digest:
         raise TaskDefinitionError(
             [f"image: tag {tag!r} was not found in ECR repository {image.rsplit(':', 1)[0]!r}; push it first or fix the tag"]
