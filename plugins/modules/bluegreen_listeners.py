@@ -19,6 +19,10 @@ description:
     conditions and priority.
   - A listener (or a rule at the asked priority) that forwards anywhere but the two target groups fails the task
     before any write, as do a missing load balancer or target group.
+  - O(tags) are converged on every run on the resources that hold the forwards - the production listener (or, with
+    O(production.rule), the rule; a listener shared through rules keeps its own tags) and the test listener - with
+    C(AddTags)/C(RemoveTags). O(purge_tags) never removes the cutover lock and record (C(inferops:cutover*)) that
+    M(inferops.triton_ecs.bluegreen) keeps in those tags, nor C(aws:) keys; O(tags) may not hold such keys.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -85,17 +89,18 @@ options:
       ssl_policy:
         description: TLS policy of an HTTPS listener.
         type: str
-  tags:
-    description: Tags of new listeners and rules.
-    type: dict
-    default: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
 extends_documentation_fragment:
   - inferops.triton_ecs.target_groups
+  - inferops.triton_ecs.attributes
+  - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-notes:
-  - Supports check mode and diff mode.
 """
 
 EXAMPLES = r"""
@@ -150,6 +155,13 @@ live_color:
   description: The colour with the larger production weight.
   returned: always
   type: str
+tags:
+  description:
+    - Tags of each resource this module tags - V(production) (the listener), V(rule), V(test) - when O(tags) is given.
+    - A listener shared through O(production.rule) appears only when this run created it.
+  returned: always
+  type: dict
+  sample: {rule: {team: inference}, test: {team: inference}}
 """
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
@@ -173,7 +185,8 @@ def main() -> None:
         initial_live_color=dict(type="str", choices=["blue", "green"], default="blue"),
         production=dict(type="dict", required=True, options=dict(listener, rule=dict(type="dict", options=rule))),
         test=dict(type="dict", options=dict(listener)),
-        tags=dict(type="dict", default={}),
+        tags=dict(type="dict", aliases=["resource_tags"]),
+        purge_tags=dict(type="bool", default=True),
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
     elbv2 = module.client("elbv2", retry_decorator=AWSRetry.jittered_backoff())

@@ -15,6 +15,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as _elbv2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import LOCK_PREFIX, RECORD_KEY
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import (
     COLORS,
     forward_entries,
@@ -22,6 +23,8 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.pla
     other,
     target_group_arn_errors,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TagPlan, as_strings, key_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 
 PROTOCOLS = ("HTTP", "HTTPS")
 # Condition field -> the *Config key that carries its values in the API.
@@ -81,7 +84,7 @@ def validate(params: dict[str, Any]) -> list[str]:
         _validate_listener(errors, "test", test)
         if test.get("port") == production.get("port"):
             errors.append(f"test.port {test.get('port')} is the production port: the test listener needs a port of its own, e.g. 8443")
-    return errors
+    return errors + key_errors(params.get("tags"), reserved=CUTOVER_TAGS)
 
 
 # ---------------------------------------------------------------- forward actions
@@ -303,6 +306,27 @@ def observe(elbv2: Any, params: dict[str, Any]) -> dict[str, Any]:
     return observed
 
 
+# The cutover lock and record live in these tags of the production listener or rule: never purged, never written here.
+CUTOVER_TAGS = (LOCK_PREFIX, RECORD_KEY)
+
+
+def tag_plans(elbv2: Any, params: dict[str, Any], before: dict[str, Any]) -> dict[str, TagPlan]:
+    """Tags to converge on the existing resources that hold this application's forwards: the production rule (a
+    listener shared through rules keeps its own tags) or listener, and the test listener. New ones get the tags at creation."""
+    if params.get("tags") is None:
+        return {}
+    if params["production"].get("rule"):
+        holders = {"rule": (before["production_rule"] or {}).get("RuleArn")}
+    else:
+        holders = {"production": (before["production_listener"] or {}).get("ListenerArn")}
+    holders["test"] = (before["test_listener"] or {}).get("ListenerArn")
+    existing = {which: arn for which, arn in holders.items() if arn}
+    current = _elbv2.describe_tags(elbv2, list(existing.values())) if existing else {}
+    return {
+        which: plan_tags(current.get(arn), params["tags"], params.get("purge_tags", True), CUTOVER_TAGS) for which, arn in existing.items()
+    }
+
+
 def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     errors = validate(params)
     if errors:
@@ -334,20 +358,38 @@ def ensure(elbv2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, An
                 _elbv2.modify_rule(elbv2, fields["RuleArn"], {"Conditions": fields["Conditions"]})
             elif operation == "set_rule_priority":
                 _elbv2.set_rule_priority(elbv2, fields["RuleArn"], fields["Priority"])
+    tags_to_converge = tag_plans(elbv2, params, before)
+    changed_tags = [which for which, tag_plan in tags_to_converge.items() if tag_plan.changed]
+    if not check_mode:
+        for which in changed_tags:
+            if tags_to_converge[which].to_remove:
+                _elbv2.remove_tags(elbv2, arns[which], tags_to_converge[which].to_remove)
+            if tags_to_converge[which].to_set:
+                _elbv2.add_tags(elbv2, arns[which], tags_to_converge[which].to_set)
     after = observe(elbv2, params) if steps and not check_mode else before
     snapshot_after = _snapshot(after, tgs)
     if check_mode and steps:
         live = params.get("initial_live_color") or "blue"
         snapshot_after.setdefault("production_weights", initial_weights(live))
     weights = snapshot_after.get("production_weights") or initial_weights(params.get("initial_live_color") or "blue")
+    tags_after = {which: tag_plan.after for which, tag_plan in tags_to_converge.items()}
+    if params.get("tags") is not None:  # what this run created carries the tags asked
+        created = {
+            "rule" if operation == "create_rule" else which for operation, which, _fields in steps if operation.startswith("create_")
+        }
+        tags_after.update(dict.fromkeys(created, as_strings(params["tags"])))
     return {
-        "changed": bool(steps),
-        "actions": [f"{step[0]} {step[1]}" for step in steps],
+        "changed": bool(steps or changed_tags),
+        "actions": [f"{step[0]} {step[1]}" for step in steps] + [f"update_tags {which}" for which in changed_tags],
         "production_listener_arn": arns["production"],
         "production_rule_arn": arns["rule"] if params["production"].get("rule") else None,
         "test_listener_arn": arns["test"],
         "production_url": production_url(load_balancer, params["production"]),
         "weights": weights,
         "live_color": live_color(weights),
-        "diff": {"before": _snapshot(before, tgs), "after": snapshot_after},
+        "tags": tags_after,
+        "diff": {
+            "before": {**_snapshot(before, tgs), "tags": {which: tag_plan.before for which, tag_plan in tags_to_converge.items()}},
+            "after": {**snapshot_after, "tags": tags_after},
+        },
     }

@@ -1,0 +1,73 @@
+"""Tags converged on every run by the modules that create resources, against a moto server (the AWS stand-in):
+each resource is created with tags, then a value changes, a key is added and one is purged; check mode writes
+nothing, a second run changes and writes nothing, `tags` omitted leaves them alone, and the cutover lock and record
+that bluegreen keeps in the production listener's tags survive the purge. The steps and their asserts are in
+playbooks/tags_modules.yml; this test prepares the account, plants the lock between the phases and reads AWS back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.harness.ansible import run_playbook
+from tests.harness.infrastructure import AMI, network
+from tests.harness.moto import MotoServer
+
+PLAYBOOK = Path(__file__).parent / "playbooks" / "tags_modules.yml"
+TAGS_AFTER = {"team": "ml", "cost": "gpu", "owner": "platform"}
+LOCK_TAGS = {
+    "inferops:cutover-lock:ci-1": "since=1 expires=600 by=ci@host 1",
+    "inferops:cutover": "from=blue to=green task_definition=triton:1",
+}
+
+
+def prepare(moto: MotoServer) -> dict:
+    net = network(moto)
+    ec2, elbv2, autoscaling = moto.client("ec2"), moto.client("elbv2"), moto.client("autoscaling")
+    alb = elbv2.create_load_balancer(Name="tags", Subnets=net["subnets"])["LoadBalancers"][0]["LoadBalancerArn"]
+    tgs = {
+        color: elbv2.create_target_group(Name=f"tags-{color}", Protocol="HTTP", Port=8000, VpcId=net["vpc"], TargetType="ip")[
+            "TargetGroups"
+        ][0]["TargetGroupArn"]
+        for color in ("blue", "green")
+    }
+    ec2.create_launch_template(LaunchTemplateName="tags", LaunchTemplateData={"ImageId": AMI, "InstanceType": "g5.xlarge"})
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName="tags",
+        LaunchTemplate={"LaunchTemplateName": "tags"},
+        MinSize=0,
+        MaxSize=2,
+        VPCZoneIdentifier=net["subnets"][0],
+    )
+    asg_arn = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["tags"])["AutoScalingGroups"][0]["AutoScalingGroupARN"]
+    return {
+        "aws_endpoint_url": moto.endpoint,
+        "subnets": net["subnets"],
+        "security_group": net["security_group"],
+        "alb_arn": alb,
+        "tgs": tgs,
+        "task_definition": net["task_definitions"][0],
+        "asg_arn": asg_arn,
+    }
+
+
+def elbv2_tags(elbv2, arn: str) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in elbv2.describe_tags(ResourceArns=[arn])["TagDescriptions"][0]["Tags"]}
+
+
+def test_tags_converge_on_every_module_and_purge_keeps_the_cutover_lock(moto_server: MotoServer) -> None:
+    variables = prepare(moto_server)
+    created = run_playbook(PLAYBOOK, extra_vars={**variables, "phase": "create"}, env=moto_server.env())
+    assert created.rc == 0, f"{created.failed_tasks}\n{created.stdout[-4000:]}"
+
+    elbv2 = moto_server.client("elbv2")
+    listeners = {
+        listener["Port"]: listener["ListenerArn"]
+        for listener in elbv2.describe_listeners(LoadBalancerArn=variables["alb_arn"])["Listeners"]
+    }
+    elbv2.add_tags(ResourceArns=[listeners[80]], Tags=[{"Key": k, "Value": v} for k, v in LOCK_TAGS.items()])
+
+    converged = run_playbook(PLAYBOOK, extra_vars={**variables, "phase": "converge"}, env=moto_server.env())
+    assert converged.rc == 0, f"{converged.failed_tasks}\n{converged.stdout[-4000:]}"
+
+    assert elbv2_tags(elbv2, listeners[80]) == {**TAGS_AFTER, **LOCK_TAGS}
+    assert elbv2_tags(elbv2, listeners[8080]) == TAGS_AFTER
