@@ -130,8 +130,8 @@ def noop_side_by_side(moto: MotoServer, workdir: Path, existing: int) -> dict[st
 def our_corpus_phantoms(moto: MotoServer) -> tuple[int, int]:
     """Phantom revisions of our comparison: re-applies through moto, and against each AWS-shaped response."""
     from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry, RetryingBotoClientWrapper
+    from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.canonical import diff, from_describe
     from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.plan import ensure
-    from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import diff, from_describe
 
     # The module's own client shape: calls take aws_retry=True.
     ecs = RetryingBotoClientWrapper(moto.client("ecs"), AWSRetry.jittered_backoff())

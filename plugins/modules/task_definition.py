@@ -325,11 +325,8 @@ from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleA
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.plan import absent, present  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (  # noqa: E402
-    TaskDefinitionError,
-    validate,
-)
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.secrets import values_to_hide  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import TaskDefinitionError, validate  # noqa: E402
 
 
 def main() -> None:

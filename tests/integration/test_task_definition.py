@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import canonicalise, from_describe
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.canonical import canonicalise, from_describe
 from tests.harness.ansible import run_playbook
 from tests.harness.moto import moto_compatible
 

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
-    TaskDefinitionError,
-    render,
-    validate,
-)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import render
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import TaskDefinitionError, validate
 
 from .task_definition_params import DIGEST, ROLE, SSM_ARN, module_params
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.canonical import (
     canonicalise,
     diff,
     diff_paths,
     from_describe,
-    render,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import render
 
 from .task_definition_params import module_params
 

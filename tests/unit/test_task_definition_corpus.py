@@ -8,11 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
-    canonicalise,
-    diff,
-    from_describe,
-)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.canonical import canonicalise, diff, from_describe
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.yml"))
 

@@ -7,10 +7,8 @@ import pytest
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecr as _ecr
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import plan as _task_definition_plan
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
-    TaskDefinitionError,
-    render,
-)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import render
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import TaskDefinitionError
 
 from .task_definition_params import module_params
 

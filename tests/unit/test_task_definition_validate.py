@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
-    TaskDefinitionError,
-    validate,
-)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import TaskDefinitionError, validate
 
 from .task_definition_params import ROLE, SSM_ARN, module_params
 

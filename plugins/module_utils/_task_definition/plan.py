@@ -14,16 +14,14 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecr as _ecr
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.canonical import canonicalise, diff, from_describe
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
-    TaskDefinitionError,
-    canonicalise,
-    diff,
     ecr_repository,
-    from_describe,
     pin_image,
     render,
     split_image,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import TaskDefinitionError
 
 
 def _short(arn: str) -> str:
