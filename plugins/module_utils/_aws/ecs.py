@@ -4,33 +4,33 @@
 and task definitions, one thin function per call. ECR image lookups are in `ecr.py`.
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
-and calls it with `aws_retry=True`; botocore errors propagate for the module to report through `fail_json_aws`.
+and calls it with `aws_retry=True` (listings page through `pages.full_result`); botocore errors propagate for the module to report through `fail_json_aws`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.amazon.aws.plugins.module_utils.tagging import ansible_dict_to_boto3_tag_list, boto3_tag_list_to_ansible_dict
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.pages import full_result
 
 
 def ecs_tags(tags: dict[str, str]) -> list[dict[str, str]]:
-    return [{"key": k, "value": v} for k, v in sorted(tags.items())]
+    """ECS spells tag keys and values in lowercase (`key`, `value`)."""
+    return ansible_dict_to_boto3_tag_list(dict(sorted(tags.items())), "key", "value")
+
+
+def tags_of(resource: dict[str, Any] | None) -> dict[str, str]:
+    """{key: value} of an ECS resource described with include=["TAGS"] (a task definition's answer too)."""
+    return boto3_tag_list_to_ansible_dict((resource or {}).get("tags") or [], "key", "value")
 
 
 # ---------------------------------------------------------------- clusters
 
 
 def list_clusters(ecs: Any) -> list[str]:
-    arns: list[str] = []
-    kwargs: dict[str, Any] = {}
-    while True:
-        page = ecs.list_clusters(aws_retry=True, **kwargs)
-        arns += page.get("clusterArns", [])
-        if not page.get("nextToken"):
-            return arns
-        kwargs["nextToken"] = page["nextToken"]
+    return full_result(ecs, "list_clusters").get("clusterArns", [])
 
 
 def describe_cluster(
@@ -65,20 +65,15 @@ def put_cluster_providers(ecs: Any, cluster: str, providers: list[str], strategy
 
 
 def list_services(ecs: Any, cluster: str) -> list[str]:
-    arns: list[str] = []
-    kwargs: dict[str, Any] = {"cluster": cluster}
-    while True:
-        page = ecs.list_services(aws_retry=True, **kwargs)
-        arns += page.get("serviceArns", [])
-        if not page.get("nextToken"):
-            return arns
-        kwargs["nextToken"] = page["nextToken"]
+    return full_result(ecs, "list_services", cluster=cluster).get("serviceArns", [])
 
 
-def describe_services(ecs: Any, cluster: str, services: list[str]) -> list[dict[str, Any]]:
+def describe_services(ecs: Any, cluster: str, services: list[str], include: list[str] | None = None) -> list[dict[str, Any]]:
+    """The services found; `include` asks for more (["TAGS"])."""
+    extra: dict[str, Any] = {"include": include} if include else {}
     found: list[dict[str, Any]] = []
     for start in range(0, len(services), 10):  # the API takes at most 10 services a call
-        found += ecs.describe_services(aws_retry=True, cluster=cluster, services=services[start : start + 10])["services"]
+        found += ecs.describe_services(aws_retry=True, cluster=cluster, services=services[start : start + 10], **extra)["services"]
     return found
 
 
@@ -94,10 +89,12 @@ def update_service(ecs: Any, cluster: str, service: str, fields: dict[str, Any])
 # ---------------------------------------------------------------- capacity
 
 
-def describe_capacity_providers(ecs: Any, names: list[str]) -> list[dict[str, Any]]:
+def describe_capacity_providers(ecs: Any, names: list[str], include: list[str] | None = None) -> list[dict[str, Any]]:
+    """The providers found; `include` asks for more (["TAGS"])."""
     if not names:
         return []
-    return ecs.describe_capacity_providers(aws_retry=True, capacityProviders=names)["capacityProviders"]
+    extra: dict[str, Any] = {"include": include} if include else {}
+    return ecs.describe_capacity_providers(aws_retry=True, capacityProviders=names, **extra)["capacityProviders"]
 
 
 def create_capacity_provider(ecs: Any, name: str, provider: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
@@ -114,14 +111,7 @@ def update_capacity_provider(ecs: Any, name: str, provider: dict[str, Any]) -> d
 
 def container_instances(ecs: Any, cluster: str) -> list[dict[str, Any]]:
     """Every ACTIVE container instance of the cluster, described (remainingResources included)."""
-    arns: list[str] = []
-    kwargs: dict[str, Any] = {"cluster": cluster, "status": "ACTIVE"}
-    while True:
-        page = ecs.list_container_instances(aws_retry=True, **kwargs)
-        arns += page.get("containerInstanceArns", [])
-        if not page.get("nextToken"):
-            break
-        kwargs["nextToken"] = page["nextToken"]
+    arns = full_result(ecs, "list_container_instances", cluster=cluster, status="ACTIVE").get("containerInstanceArns", [])
     described: list[dict[str, Any]] = []
     for start in range(0, len(arns), 100):  # the API takes at most 100 instances a call
         described += ecs.describe_container_instances(aws_retry=True, cluster=cluster, containerInstances=arns[start : start + 100])[
@@ -196,3 +186,15 @@ def task_definitions_in_use(ecs: Any, clusters: list[str] | None = None) -> dict
             for arn in arns - {None}:
                 used.setdefault(arn, []).append(f"{cluster.rsplit('/', 1)[-1]}/{service.get('serviceName')}")
     return used
+
+
+# ---------------------------------------------------------------- tags (clusters, services, capacity providers, task definitions)
+
+
+def tag_resource(ecs: Any, arn: str, tags: dict[str, str]) -> None:
+    """Adds or overwrites these tags; other keys stay as they are."""
+    ecs.tag_resource(aws_retry=True, resourceArn=arn, tags=ecs_tags(tags))
+
+
+def untag_resource(ecs: Any, arn: str, keys: list[str]) -> None:
+    ecs.untag_resource(aws_retry=True, resourceArn=arn, tagKeys=keys)
