@@ -16,6 +16,8 @@ description:
     O(default_strategy), makes it the cluster's default capacity provider strategy.
   - The Auto Scaling group of an existing provider cannot change; asking for another one fails before any write.
   - Managed termination protection needs the group to protect new instances from scale-in; the module sets that on the group.
+  - O(tags) are set when the provider is created and converged on every later run (C(TagResource)/C(UntagResource));
+    with O(tags) omitted the provider's tags are left alone.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -71,16 +73,19 @@ options:
         description: Tasks placed on this provider first.
         type: int
         default: 0
-  tags:
-    description: Tags of a new provider.
-    type: dict
-    default: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The diff shows the provider's scaling settings and tags, and the cluster's providers and default strategy.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
+  - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-notes:
-  - Supports check mode and diff mode.
 """
 
 EXAMPLES = r"""
@@ -121,11 +126,16 @@ cluster_capacity_providers:
   returned: always
   type: list
   elements: str
+tags:
+  description: The provider's tags (in check mode, as they would be).
+  returned: always
+  type: dict
+  sample: {team: inference}
 """
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.capacity_provider import ensure  # noqa: E402
 
 
@@ -147,17 +157,14 @@ def main() -> None:
         ),
         managed_termination_protection=dict(type="bool", default=True),
         default_strategy=dict(type="dict", options=dict(weight=dict(type="int", default=1), base=dict(type="int", default=0))),
-        tags=dict(type="dict", default={}),
+        tags=dict(type="dict", aliases=["resource_tags"]),
+        purge_tags=dict(type="bool", default=True),
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
     retry = AWSRetry.jittered_backoff()
     ecs, autoscaling = module.client("ecs", retry_decorator=retry), module.client("autoscaling", retry_decorator=retry)
-    try:
+    with module_errors(module, f"capacity provider {module.params['name']}: AWS call failed"):
         result = ensure(ecs, autoscaling, module.params, module.check_mode)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"capacity provider {module.params['name']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -14,7 +14,8 @@ description:
     (which M(community.aws.ecs_cluster) cannot set).
   - Never touches the cluster's capacity providers; M(inferops.triton_ecs.ecs_capacity_provider) attaches them, so a
     re-run of this module cannot detach them.
-  - Tags are set when the cluster is created.
+  - O(tags) are set when the cluster is created and converged on every later run (C(TagResource)/C(UntagResource));
+    with O(tags) omitted the cluster's tags are left alone.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -27,16 +28,19 @@ options:
     type: str
     choices: [enabled, enhanced, disabled]
     default: enabled
-  tags:
-    description: Tags of a new cluster.
-    type: dict
-    default: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The diff shows the Container Insights setting and the tags.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
+  - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-notes:
-  - Supports check mode and diff mode.
 """
 
 EXAMPLES = r"""
@@ -44,11 +48,13 @@ EXAMPLES = r"""
   inferops.triton_ecs.ecs_cluster:
     name: inference
     container_insights: enabled
+    tags:
+      team: inference
 """
 
 RETURN = r"""
 actions:
-  description: The writes made (in check mode, that would be made) - V(create) or V(update_settings).
+  description: The writes made (in check mode, that would be made) - V(create), V(update_settings), V(update_tags).
   returned: always
   type: list
   elements: str
@@ -64,11 +70,16 @@ container_insights:
   description: The Container Insights setting.
   returned: always
   type: str
+tags:
+  description: The cluster's tags (in check mode, as they would be).
+  returned: always
+  type: dict
+  sample: {team: inference}
 """
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.ecs_cluster import ensure  # noqa: E402
 
 
@@ -76,16 +87,13 @@ def main() -> None:
     argument_spec = dict(
         name=dict(type="str", required=True),
         container_insights=dict(type="str", choices=["enabled", "enhanced", "disabled"], default="enabled"),
-        tags=dict(type="dict", default={}),
+        tags=dict(type="dict", aliases=["resource_tags"]),
+        purge_tags=dict(type="bool", default=True),
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
     ecs = module.client("ecs", retry_decorator=AWSRetry.jittered_backoff())
-    try:
+    with module_errors(module, f"ECS cluster {module.params['name']}: AWS call failed"):
         result = ensure(ecs, module.params, module.check_mode)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"ECS cluster {module.params['name']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -50,6 +50,10 @@ def prepare(moto: MotoServer) -> dict:
     }
 
 
+def ecs_tags(resource: dict) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in resource.get("tags") or []}
+
+
 def elbv2_tags(elbv2, arn: str) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in elbv2.describe_tags(ResourceArns=[arn])["TagDescriptions"][0]["Tags"]}
 
@@ -69,5 +73,8 @@ def test_tags_converge_on_every_module_and_purge_keeps_the_cutover_lock(moto_ser
     converged = run_playbook(PLAYBOOK, extra_vars={**variables, "phase": "converge"}, env=moto_server.env())
     assert converged.rc == 0, f"{converged.failed_tasks}\n{converged.stdout[-4000:]}"
 
+    ecs = moto_server.client("ecs")
+    assert ecs_tags(ecs.describe_clusters(clusters=["tags"], include=["TAGS"])["clusters"][0]) == TAGS_AFTER
+    assert ecs_tags(ecs.describe_capacity_providers(capacityProviders=["gpu-tags"], include=["TAGS"])["capacityProviders"][0]) == TAGS_AFTER
     assert elbv2_tags(elbv2, listeners[80]) == {**TAGS_AFTER, **LOCK_TAGS}
     assert elbv2_tags(elbv2, listeners[8080]) == TAGS_AFTER

@@ -4,7 +4,7 @@
 
 The provider is created when missing and its managed scaling / termination protection converged; it is then
 added to the cluster's capacity providers (keeping every other provider attached) and, when asked, made the
-cluster's default strategy. Managed termination protection needs the group to protect new instances from
+cluster's default strategy. Its tags are converged on every run (`_tags.py`). Managed termination protection needs the group to protect new instances from
 scale-in, which amazon.aws.autoscaling_group cannot set: this module sets it on the group.
 """
 
@@ -15,6 +15,8 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import key_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 _ASG_ARN = re.compile(r"^arn:aws[a-z-]*:autoscaling:[a-z0-9-]+:\d{12}:autoScalingGroup:[^:]+:autoScalingGroupName/.+$")
@@ -59,7 +61,7 @@ def validate(params: dict[str, Any]) -> list[str]:
             errors.append(f"default_strategy.weight is {strategy.get('weight')}: it must be between 0 and 1000")
         if not 0 <= strategy.get("base", 0) <= 100000:
             errors.append(f"default_strategy.base is {strategy.get('base')}: it must be between 0 and 100000")
-    return errors
+    return errors + key_errors(params.get("tags"))
 
 
 def wanted_scaling(params: dict[str, Any]) -> dict[str, Any]:
@@ -157,8 +159,10 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
     asg = describe_asg(autoscaling, asg_name)
     if asg is None or asg.get("AutoScalingGroupARN") != params["auto_scaling_group_arn"]:
         raise InputError(f"auto_scaling_group_arn {params['auto_scaling_group_arn']}: no such Auto Scaling group; create it first")
-    provider = next((p for p in _ecs_services.describe_capacity_providers(ecs, [params["name"]]) if p.get("status") == "ACTIVE"), None)
+    found = _ecs_services.describe_capacity_providers(ecs, [params["name"]], include=["TAGS"])
+    provider = next((p for p in found if p.get("status") == "ACTIVE"), None)
     drift = provider_drift(provider, params) if provider else []  # raises before any write on an ASG mismatch
+    tags = plan_tags(_ecs_services.tags_of(provider), params.get("tags"), params.get("purge_tags", True))
     actions: list[str] = []
     provider_after, cluster_after = provider, cluster
     if params.get("managed_termination_protection") and not asg.get("NewInstancesProtectedFromScaleIn"):
@@ -177,6 +181,12 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
             provider_after = _ecs_services.update_capacity_provider(ecs, params["name"], wanted_provider(params))
         else:
             provider_after = {**provider, "autoScalingGroupProvider": wanted_provider(params)}
+    if provider is not None and tags.changed:  # a new provider gets its tags at creation
+        actions.append("update_tags")
+        if not check_mode and tags.to_remove:
+            _ecs_services.untag_resource(ecs, provider["capacityProviderArn"], tags.to_remove)
+        if not check_mode and tags.to_set:
+            _ecs_services.tag_resource(ecs, provider["capacityProviderArn"], tags.to_set)
     attach = cluster_plan(cluster, params)
     if attach is not None:
         actions.append("put_cluster_capacity_providers")
@@ -191,5 +201,9 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
         "capacity_provider_name": params["name"],
         "capacity_provider_arn": (provider_after or {}).get("capacityProviderArn"),
         "cluster_capacity_providers": list((cluster_after or {}).get("capacityProviders") or []),
-        "diff": {"before": summary(provider, cluster), "after": summary(provider_after, cluster_after)},
+        "tags": tags.after,
+        "diff": {
+            "before": {**summary(provider, cluster), "tags": tags.before},
+            "after": {**summary(provider_after, cluster_after), "tags": tags.after},
+        },
     }

@@ -1,6 +1,6 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""An ECS cluster with its Container Insights setting: created when missing, the setting converged.
+"""An ECS cluster with its Container Insights setting and tags: created when missing, both converged on every run.
 
 Capacity providers are left to `_capacity_provider.py`: this module never calls put_cluster_capacity_providers,
 so a re-run cannot detach what the capacity step attached.
@@ -13,6 +13,8 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import key_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 
 CONTAINER_INSIGHTS = ("enabled", "enhanced", "disabled")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
@@ -30,7 +32,7 @@ def validate(params: dict[str, Any]) -> list[str]:
     for key, value in (params.get("tags") or {}).items():
         if not isinstance(value, str):
             errors.append(f"tags.{key} is {value!r}: tag values are strings; quote it")
-    return errors
+    return errors + key_errors(params.get("tags"))
 
 
 def insights_of(cluster: dict[str, Any]) -> str:
@@ -61,8 +63,10 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     errors = validate(params)
     if errors:
         raise InputError(errors)
-    before = _ecs_services.describe_cluster(ecs, params["name"], statuses=("ACTIVE", "PROVISIONING"), include=["SETTINGS"])
+    before = _ecs_services.describe_cluster(ecs, params["name"], statuses=("ACTIVE", "PROVISIONING"), include=["SETTINGS", "TAGS"])
     actions = plan(before, params)
+    tags = plan_tags(_ecs_services.tags_of(before), params.get("tags"), params.get("purge_tags", True))
+    tag_actions = ["update_tags"] if before is not None and tags.changed else []  # a new cluster gets its tags at creation
     after = before
     if actions and not check_mode:
         if actions == ["create"]:
@@ -75,11 +79,17 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             "clusterName": params["name"],
             "settings": [{"name": "containerInsights", "value": params["container_insights"]}],
         }
+    if tag_actions and not check_mode:
+        if tags.to_remove:
+            _ecs_services.untag_resource(ecs, before["clusterArn"], tags.to_remove)
+        if tags.to_set:
+            _ecs_services.tag_resource(ecs, before["clusterArn"], tags.to_set)
     return {
-        "changed": bool(actions),
-        "actions": actions,
+        "changed": bool(actions or tag_actions),
+        "actions": actions + tag_actions,
         "cluster_name": params["name"],
         "cluster_arn": (after or {}).get("clusterArn"),
         "container_insights": params["container_insights"],
-        "diff": {"before": summary(before), "after": summary(after)},
+        "tags": tags.after,
+        "diff": {"before": {**summary(before), "tags": tags.before} if before else {}, "after": {**summary(after), "tags": tags.after}},
     }
