@@ -69,7 +69,7 @@ def test_cluster_ensure_check_mode_writes_nothing(check_mode: bool) -> None:
     result = cluster.ensure(ecs, {"name": "inference", "container_insights": "enabled", "tags": {}}, check_mode)
     assert result["changed"] and result["actions"] == ["create"]
     assert ecs.writes == ([] if check_mode else ["create_cluster"])
-    assert result["diff"]["after"] == {"name": "inference", "container_insights": "enabled"}
+    assert result["diff"]["after"] == {"name": "inference", "container_insights": "enabled", "tags": {}}
 
 
 def test_cluster_ensure_bad_input_writes_nothing() -> None:
