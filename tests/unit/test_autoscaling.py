@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as sc
+from tests.unit.one_page_listings import OnePageListings
 
 PUBLISHED = ["nv_inference_request_success", "nv_inference_queue_duration_us", "nv_gpu_utilization"]
 TRACKING = {"enabled": True, "metric": "nv_inference_request_success", "statistic": "Sum", "per": "task", "target": 600.0,
@@ -131,7 +132,7 @@ def test_standby_desired_is_the_live_count_never_below_the_configured_one():
 # ---------------------------------------------------------------- the cutover's moves over a fake
 
 
-class FakeScaling:
+class FakeScaling(OnePageListings):
     """Application Auto Scaling and CloudWatch in memory; `calls` lists every call by name."""
 
     def __init__(self) -> None:

@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as sc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Runner
+from tests.unit.one_page_listings import OnePageListings
 from tests.unit.test_autoscaling import PUBLISHED, FakeScaling
 from tests.unit.test_autoscaling import params as scaling_params
 from tests.unit.test_bluegreen_runner import TD2, FakeAws, FakeClock, FakeTriton, params
@@ -25,7 +26,7 @@ def setup() -> tuple[FakeAws, FakeScaling]:
     return aws, scaling
 
 
-class CloudWatch:
+class CloudWatch(OnePageListings):
     """The cutover-gate alarms from FakeAws, the step-scaling alarms (read by prefix, re-put) from FakeScaling."""
 
     def __init__(self, aws: FakeAws, scaling: FakeScaling) -> None:

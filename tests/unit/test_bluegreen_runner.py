@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Clock, Runner
+from tests.unit.one_page_listings import OnePageListings
 
 TD1 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"
 TD2 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"
@@ -37,7 +38,7 @@ class FakeClock(Clock):
                 hook[1]()
 
 
-class FakeAws:
+class FakeAws(OnePageListings):
     """ECS, ELBv2 and CloudWatch in memory; `calls` records every write."""
 
     def __init__(self) -> None:

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent import parse_config
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError, build_release
+from tests.unit.one_page_listings import OnePageListings
 
 APP = "triton"
 CREATED = "2026-11-30T12:00:00Z"
@@ -41,7 +42,7 @@ def status(instance_id, release_id, state="applied", applied=True, failures=0, l
     }
 
 
-class FakeS3:
+class FakeS3(OnePageListings):
     """The S3 calls the rollout makes, over a dict; records each write."""
 
     def __init__(self):
@@ -66,7 +67,7 @@ class FakeS3:
         self.objects.pop(Key, None)
 
 
-class FakeECS:
+class FakeECS(OnePageListings):
     def __init__(self, instance_ids):
         self.instance_ids = instance_ids
 

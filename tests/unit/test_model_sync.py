@@ -13,9 +13,10 @@ from botocore.exceptions import ClientError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import local_versions, prune_versions, sync_version
+from tests.unit.one_page_listings import OnePageListings
 
 
-class FakeS3:
+class FakeS3(OnePageListings):
     """The S3 calls the collection makes, over a dict; records every call."""
 
     def __init__(self):

@@ -3,7 +3,8 @@
 """The one place this collection calls the CloudWatch API: one thin function per call.
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
-and calls it with `aws_retry=True`; botocore errors propagate for the module to report through `fail_json_aws`.
+and calls it with `aws_retry=True`; listings go through botocore's paginators (`pages.full_result`). Botocore
+errors propagate for the module to report through `fail_json_aws`.
 """
 
 from __future__ import annotations
@@ -12,19 +13,17 @@ import json
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.pages import full_result
 
 
 def describe_alarms(cloudwatch: Any, names: list[str]) -> list[dict[str, Any]]:
     """The named metric and composite alarms that exist (missing names are simply absent)."""
     alarms: list[dict[str, Any]] = []
     for start in range(0, len(names), 100):  # the API takes at most 100 names a call
-        kwargs: dict[str, Any] = {"AlarmNames": names[start : start + 100], "AlarmTypes": ["MetricAlarm", "CompositeAlarm"]}
-        while True:
-            page = cloudwatch.describe_alarms(aws_retry=True, **kwargs)
-            alarms += page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
-            if not page.get("NextToken"):
-                break
-            kwargs["NextToken"] = page["NextToken"]
+        listed = full_result(
+            cloudwatch, "describe_alarms", AlarmNames=names[start : start + 100], AlarmTypes=["MetricAlarm", "CompositeAlarm"]
+        )
+        alarms += listed.get("MetricAlarms", []) + listed.get("CompositeAlarms", [])
     return alarms
 
 
@@ -50,14 +49,7 @@ def delete_dashboard(cloudwatch: Any, name: str) -> None:
 
 def describe_alarms_with_prefix(cloudwatch: Any, prefix: str) -> list[dict[str, Any]]:
     """The metric alarms whose names start with `prefix`."""
-    alarms: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"AlarmNamePrefix": prefix, "AlarmTypes": ["MetricAlarm"]}
-    while True:
-        page = cloudwatch.describe_alarms(aws_retry=True, **kwargs)
-        alarms += page.get("MetricAlarms", [])
-        if not page.get("NextToken"):
-            return alarms
-        kwargs["NextToken"] = page["NextToken"]
+    return full_result(cloudwatch, "describe_alarms", AlarmNamePrefix=prefix, AlarmTypes=["MetricAlarm"]).get("MetricAlarms", [])
 
 
 def put_metric_alarm(cloudwatch: Any, alarm: dict[str, Any]) -> None:

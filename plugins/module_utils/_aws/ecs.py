@@ -4,7 +4,8 @@
 and task definitions, one thin function per call. ECR image lookups are in `ecr.py`.
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
-and calls it with `aws_retry=True` (listings page through `pages.full_result`); botocore errors propagate for the module to report through `fail_json_aws`.
+and calls it with `aws_retry=True`; listings go through botocore's paginators (`pages.full_result`). Botocore
+errors propagate for the module to report through `fail_json_aws`.
 """
 
 from __future__ import annotations

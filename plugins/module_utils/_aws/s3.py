@@ -33,14 +33,9 @@ def _missing(err: ClientError) -> bool:
 
 def list_keys(s3: Any, bucket: str, prefix: str, delimiter: str = "/") -> list[str]:
     """Object keys directly under `prefix` (not below the next `delimiter`), across pages."""
-    keys: list[str] = []
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": delimiter}
-    while True:
-        page = s3.list_objects_v2(aws_retry=True, **kwargs)
-        keys += [obj["Key"] for obj in page.get("Contents", [])]
-        if not page.get("IsTruncated"):
-            return keys
-        kwargs["ContinuationToken"] = page["NextContinuationToken"]
+    # botocore's paginator (botocore retries each page), not pages.full_result: that imports amazon.aws, absent on the agent.
+    listed = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter=delimiter).build_full_result()
+    return [obj["Key"] for obj in listed.get("Contents", [])]
 
 
 def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:

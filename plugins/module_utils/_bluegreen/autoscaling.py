@@ -1,15 +1,15 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""Application Auto Scaling of a blue/green Triton service: the one place this collection makes those calls,
-and the pure functions that render, compare and move scaling targets and policies.
+"""Application Auto Scaling of a blue/green Triton service: the pure functions that render, compare and move
+scaling targets and policies, and the runs that converge them (the calls are in `_aws/application_autoscaling.py`).
 
 The scalable target (`ecs:service:DesiredCount`) and its policies live on the LIVE colour's service. A cutover
 suspends dynamic scale-in on the live colour, carries its desired count over to the standby, and at finish moves
 the target and its policies to the new live colour and deregisters the old colour's target (which deletes its
 policies and their target-tracking alarms in AWS), so the old colour can no longer scale up.
 
-Every client function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
-and calls it with `aws_retry=True`; botocore errors propagate for the module to report through `fail_json_aws`.
+Clients are made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`; botocore errors
+propagate for the module to report through `fail_json_aws`.
 """
 
 from __future__ import annotations
@@ -17,76 +17,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import application_autoscaling as _aas
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as _cw
 
-NAMESPACE = "ecs"
-DIMENSION = "ecs:service:DesiredCount"
 # What target tracking can divide the chosen metric by (docs/infrastructure.md, "Picking the target").
 PER_CHOICES = ("task", "request", "none")
 STATISTICS = ("Average", "Sum", "Maximum", "Minimum", "SampleCount")
 # The metric that counts requests (the divisor of per: request) and the one that counts a colour's tasks.
 REQUEST_METRIC = "nv_inference_request_success"
 TASK_COUNT = ("ECS/ContainerInsights", "RunningTaskCount")
-
-
-def resource_id(cluster: str, service: str) -> str:
-    """The Application Auto Scaling resource id of an ECS service (the cluster by name, also when given an ARN)."""
-    return f"service/{cluster.rsplit('/', 1)[-1]}/{service}"
-
-
-# ---------------------------------------------------------------- Application Auto Scaling calls
-
-
-def describe_targets(aas: Any, resource_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """The scalable targets of these services that exist, by resource id."""
-    found: dict[str, dict[str, Any]] = {}
-    kwargs: dict[str, Any] = {"ServiceNamespace": NAMESPACE, "ResourceIds": resource_ids, "ScalableDimension": DIMENSION}
-    while True:
-        page = aas.describe_scalable_targets(aws_retry=True, **kwargs)
-        found.update({t["ResourceId"]: t for t in page.get("ScalableTargets") or []})
-        if not page.get("NextToken"):
-            return found
-        kwargs["NextToken"] = page["NextToken"]
-
-
-def register_target(aas: Any, rid: str, min_capacity: int, max_capacity: int, suspended: dict[str, bool] | None = None) -> None:
-    kwargs: dict[str, Any] = {"MinCapacity": min_capacity, "MaxCapacity": max_capacity}
-    if suspended is not None:
-        kwargs["SuspendedState"] = suspended
-    aas.register_scalable_target(aws_retry=True, ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=DIMENSION, **kwargs)
-
-
-def set_suspended(aas: Any, rid: str, suspended: dict[str, bool]) -> None:
-    """Changes only the suspended state of an existing target (min and max are left as they are)."""
-    aas.register_scalable_target(
-        aws_retry=True, ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=DIMENSION, SuspendedState=suspended
-    )
-
-
-def deregister_target(aas: Any, rid: str) -> None:
-    aas.deregister_scalable_target(aws_retry=True, ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=DIMENSION)
-
-
-def describe_policies(aas: Any, rid: str) -> list[dict[str, Any]]:
-    policies: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"ServiceNamespace": NAMESPACE, "ResourceId": rid, "ScalableDimension": DIMENSION}
-    while True:
-        page = aas.describe_scaling_policies(aws_retry=True, **kwargs)
-        policies += page.get("ScalingPolicies") or []
-        if not page.get("NextToken"):
-            return policies
-        kwargs["NextToken"] = page["NextToken"]
-
-
-def put_policy(aas: Any, rid: str, policy: dict[str, Any]) -> str:
-    """Creates or replaces a policy ({PolicyName, PolicyType, <type>Configuration}); returns its ARN."""
-    fields = {k: v for k, v in policy.items() if k in ("PolicyName", "PolicyType", *CONFIG_KEYS.values())}
-    answer = aas.put_scaling_policy(aws_retry=True, ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=DIMENSION, **fields)
-    return answer["PolicyARN"]
-
-
-def delete_policy(aas: Any, rid: str, name: str) -> None:
-    aas.delete_scaling_policy(aws_retry=True, ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=DIMENSION, PolicyName=name)
 
 
 # ---------------------------------------------------------------- suspended state
@@ -305,9 +244,6 @@ def wanted_policies(params: dict[str, Any], service: str) -> list[dict[str, Any]
 # ---------------------------------------------------------------- comparing
 
 
-CONFIG_KEYS = {"TargetTrackingScaling": "TargetTrackingScalingPolicyConfiguration", "StepScaling": "StepScalingPolicyConfiguration"}
-
-
 def _canonical(value: Any) -> Any:
     """Numbers as floats, booleans as they are, dicts and lists recursively: AWS answers 85 for 85.0."""
     if isinstance(value, bool):
@@ -324,7 +260,7 @@ def _canonical(value: Any) -> Any:
 def policy_differs(current: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
     if current is None or current.get("PolicyType") != wanted["PolicyType"]:
         return True
-    key = CONFIG_KEYS[wanted["PolicyType"]]
+    key = _aas.CONFIG_KEYS[wanted["PolicyType"]]
     have = current.get(key) or {}
     want = wanted[key]
     # compare only what we set: AWS may add fields (e.g. a default MinAdjustmentMagnitude) we never asked for
@@ -360,7 +296,7 @@ def policy_for_service(policy: dict[str, Any], old_service: str, new_service: st
             return [swap(v) for v in value]
         return value
 
-    key = CONFIG_KEYS.get(policy.get("PolicyType", ""), "")
+    key = _aas.CONFIG_KEYS.get(policy.get("PolicyType", ""), "")
     return {"PolicyName": policy["PolicyName"], "PolicyType": policy["PolicyType"], key: swap(copy.deepcopy(policy.get(key) or {}))}
 
 
@@ -386,7 +322,7 @@ class CutoverScaling:
         self.cloudwatch = cloudwatch
         self.services = services
         self.app = app
-        self.rids = {color: resource_id(cluster, name) for color, name in services.items()}
+        self.rids = {color: _aas.resource_id(cluster, name) for color, name in services.items()}
         self.calls = 0
         self.actions = writes  # the run's list of writes
         self._targets: dict[str, dict[str, Any]] | None = None
@@ -395,7 +331,7 @@ class CutoverScaling:
         """Each colour's scalable target, read once a run (the writes below keep it current)."""
         if self._targets is None:
             self.calls += 1
-            by_rid = describe_targets(self.aas, list(self.rids.values()))
+            by_rid = _aas.describe_targets(self.aas, list(self.rids.values()))
             self._targets = {color: by_rid[rid] for color, rid in self.rids.items() if rid in by_rid}
         return self._targets
 
@@ -406,7 +342,7 @@ class CutoverScaling:
             return
         state = with_scale_in(target, suspended)
         self.calls += 1
-        set_suspended(self.aas, self.rids[color], state)
+        _aas.set_suspended(self.aas, self.rids[color], state)
         target["SuspendedState"] = state
         self.actions.append(f"{'suspend' if suspended else 'restore'} scale-in of {self.services[color]}")
 
@@ -418,14 +354,14 @@ class CutoverScaling:
             self.set_scale_in(new, False)
             return
         self.calls += 1
-        policies = describe_policies(self.aas, self.rids[old])
+        policies = _aas.describe_policies(self.aas, self.rids[old])
         state = with_scale_in(source, False)
         self.calls += 1
-        register_target(self.aas, self.rids[new], source["MinCapacity"], source["MaxCapacity"], state)
+        _aas.register_target(self.aas, self.rids[new], source["MinCapacity"], source["MaxCapacity"], state)
         arn_map: dict[str, str] = {}
         for policy in policies:
             self.calls += 1
-            arn_map[policy["PolicyARN"]] = put_policy(
+            arn_map[policy["PolicyARN"]] = _aas.put_policy(
                 self.aas, self.rids[new], policy_for_service(policy, self.services[old], self.services[new])
             )
         if any(p.get("PolicyType") == "StepScaling" for p in policies):
@@ -434,7 +370,7 @@ class CutoverScaling:
                 self.calls += 1
                 _cw.put_metric_alarm(self.cloudwatch, args)
         self.calls += 1
-        deregister_target(self.aas, self.rids[old])  # AWS deletes its policies and their target-tracking alarms
+        _aas.deregister_target(self.aas, self.rids[old])  # AWS deletes its policies and their target-tracking alarms
         targets[new] = {**source, "ResourceId": self.rids[new], "SuspendedState": state}
         del targets[old]
         self.actions.append(
@@ -476,10 +412,10 @@ def ensure(aas: Any, cloudwatch: Any, params: dict[str, Any], live: str, publish
     Input is validated by the caller before this runs.
     """
     services = {c: f"{params['name']}-{c}" for c in ("blue", "green")}
-    rid = resource_id(params["cluster"], services[live])
-    standby_rid = resource_id(params["cluster"], services["green" if live == "blue" else "blue"])
+    rid = _aas.resource_id(params["cluster"], services[live])
+    standby_rid = _aas.resource_id(params["cluster"], services["green" if live == "blue" else "blue"])
     scaling = {**params, "cluster_name": params["cluster"].rsplit("/", 1)[-1]}
-    targets = describe_targets(aas, [rid, standby_rid])
+    targets = _aas.describe_targets(aas, [rid, standby_rid])
     target = targets.get(rid)
     actions: list[str] = []
     if standby_rid in targets:
@@ -488,20 +424,20 @@ def ensure(aas: Any, cloudwatch: Any, params: dict[str, Any], live: str, publish
     if target is None or (target["MinCapacity"], target["MaxCapacity"]) != (params["min_capacity"], params["max_capacity"]):
         actions.append(f"register scalable target {rid} {params['min_capacity']}-{params['max_capacity']}")
         if not check_mode:
-            register_target(aas, rid, params["min_capacity"], params["max_capacity"])
-    current = {p["PolicyName"]: p for p in (describe_policies(aas, rid) if target is not None else [])}
+            _aas.register_target(aas, rid, params["min_capacity"], params["max_capacity"])
+    current = {p["PolicyName"]: p for p in (_aas.describe_policies(aas, rid) if target is not None else [])}
     arns = {name: p.get("PolicyARN", "") for name, p in current.items()}
     wanted = wanted_policies(scaling, services[live])
     for policy in wanted:
         if policy_differs(current.get(policy["PolicyName"]), policy):
             actions.append(f"put scaling policy {policy['PolicyName']}")
-            arns[policy["PolicyName"]] = put_policy(aas, rid, policy) if not check_mode else f"(new) {policy['PolicyName']}"
+            arns[policy["PolicyName"]] = _aas.put_policy(aas, rid, policy) if not check_mode else f"(new) {policy['PolicyName']}"
     wanted_names = {p["PolicyName"] for p in wanted}
     for name in sorted(set(current) - wanted_names):
         if name.startswith(f"{params['name']}-"):  # ours, no longer asked for (e.g. step scaling turned off)
             actions.append(f"delete scaling policy {name}")
             if not check_mode:
-                delete_policy(aas, rid, name)
+                _aas.delete_policy(aas, rid, name)
     alarms_before = {a["AlarmName"]: a for a in _cw.describe_alarms_with_prefix(cloudwatch, f"{params['name']}{ALARM_PREFIX}")}
     alarms_wanted = step_alarms(scaling, arns) if params["step_scaling"].get("enabled") else []
     for alarm in alarms_wanted:
