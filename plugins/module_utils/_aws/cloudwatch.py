@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
+from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.pages import full_result
 
 
@@ -30,10 +30,8 @@ def describe_alarms(cloudwatch: Any, names: list[str]) -> list[dict[str, Any]]:
 def get_dashboard(cloudwatch: Any, name: str) -> dict[str, Any] | None:
     try:
         found = cloudwatch.get_dashboard(aws_retry=True, DashboardName=name)
-    except ClientError as e:
-        if error_code(e) in ("ResourceNotFound", "ResourceNotFoundException"):
-            return None
-        raise
+    except is_boto3_error_code(["ResourceNotFound", "ResourceNotFoundException"]):
+        return None
     return {"arn": found.get("DashboardArn"), "body": json.loads(found.get("DashboardBody") or "{}")}
 
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
+from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
+
+# What EC2 answers for a launch template, or a version of it, that does not exist (or a malformed id or name).
+MISSING_LAUNCH_TEMPLATE = [
+    "InvalidLaunchTemplateId.Malformed",
+    "InvalidLaunchTemplateId.NotFound",
+    "InvalidLaunchTemplateId.VersionNotFound",
+    "InvalidLaunchTemplateName.MalformedException",
+    "InvalidLaunchTemplateName.NotFoundException",
+]
 
 
 def launch_template_data(ec2: Any, spec: dict[str, str]) -> dict[str, Any] | None:
@@ -21,10 +30,8 @@ def launch_template_data(ec2: Any, spec: dict[str, str]) -> dict[str, Any] | Non
     kwargs["Versions"] = [spec.get("Version") or "$Default"]
     try:
         found = ec2.describe_launch_template_versions(aws_retry=True, **kwargs)["LaunchTemplateVersions"]
-    except ClientError as e:
-        if error_code(e).startswith("InvalidLaunchTemplate"):
-            return None
-        raise
+    except is_boto3_error_code(MISSING_LAUNCH_TEMPLATE):
+        return None
     return found[0].get("LaunchTemplateData") if found else None
 
 

@@ -9,7 +9,8 @@ import base64
 import binascii
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, InputError, error_code
+from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 
 
 def decode_authorization(data: dict[str, Any]) -> dict[str, str]:
@@ -51,8 +52,6 @@ def image_digest(ecr: Any, registry_id: str, repository: str, tag: str) -> str |
         images = ecr.describe_images(aws_retry=True, registryId=registry_id, repositoryName=repository, imageIds=[{"imageTag": tag}])[
             "imageDetails"
         ]
-    except ClientError as e:
-        if error_code(e) in ("ImageNotFoundException", "RepositoryNotFoundException"):
-            return None
-        raise
+    except is_boto3_error_code(["ImageNotFoundException", "RepositoryNotFoundException"]):
+        return None
     return images[0]["imageDigest"] if images else None

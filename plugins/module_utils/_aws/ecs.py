@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
 from ansible_collections.amazon.aws.plugins.module_utils.tagging import ansible_dict_to_boto3_tag_list, boto3_tag_list_to_ansible_dict
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.pages import full_result
 
 
@@ -128,12 +128,11 @@ def describe_task_definition(ecs: Any, task_definition: str) -> dict[str, Any] |
     """The task definition (latest ACTIVE revision for a bare family) with its tags, or None when there is none."""
     try:
         return ecs.describe_task_definition(aws_retry=True, taskDefinition=task_definition, include=["TAGS"])
-    except ClientError as e:
-        message = e.response.get("Error", {}).get("Message", "")
+    except is_boto3_error_code("ClientException") as e:
         # ECS answers a family with no ACTIVE revision with ClientException "Unable to describe task definition."
-        if error_code(e) == "ClientException" and "unable to describe task definition" in message.lower():
-            return None
-        raise
+        if "unable to describe task definition" not in e.response.get("Error", {}).get("Message", "").lower():
+            raise
+        return None
 
 
 def latest_active_task_definition(ecs: Any, family: str) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ def retrying_client(boto3_client: Any) -> Any:
 
 
 def _missing(err: ClientError) -> bool:
+    # error_code, not amazon.aws's is_boto3_error_code: the model agent imports this file and runs without Ansible.
     return error_code(err) in _MISSING
 
 
