@@ -21,17 +21,12 @@ description:
     warning, and applied only with O(settings_update=apply).
   - Bad input, a missing cluster and an initial task definition that does not fit (not awsvpc, no such container
     or port) fail before any write.
+  - O(tags) are set on both services when created and converged on every later run (C(TagResource)/C(UntagResource)
+    on the service ARN); each service also carries C(inferops:color), which O(tags) may not set. With O(tags)
+    omitted the services' tags are left alone.
 author:
   - inferops maintainers (@inferops)
 options:
-  cluster:
-    description: Cluster name or ARN. It must exist.
-    type: str
-    required: true
-  name:
-    description: Application name; the services are C(<name>-blue) and C(<name>-green).
-    type: str
-    required: true
   task_definition:
     description: Task definition (C(family:revision) or ARN) a new service starts with. Needed only while a service is missing.
     type: str
@@ -88,19 +83,6 @@ options:
         description: Tasks placed on this provider first.
         type: int
         default: 0
-  placement_constraints:
-    description: Placement constraints, e.g. C(memberOf) with C(attribute:ecs.instance-type =~ g5.*).
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      type:
-        description: V(memberOf) or V(distinctInstance).
-        type: str
-        required: true
-      expression:
-        description: Cluster query language expression (memberOf).
-        type: str
   placement_strategy:
     description: Placement strategy, e.g. C(spread) over C(attribute:ecs.availability-zone).
     type: list
@@ -129,17 +111,22 @@ options:
     type: str
     choices: [report, apply]
     default: report
-  tags:
-    description: Tags of new services (each also gets C(inferops:color)).
-    type: dict
-    default: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The diff shows each colour's settings and tags.
 extends_documentation_fragment:
+  - inferops.triton_ecs.application
   - inferops.triton_ecs.target_groups
+  - inferops.triton_ecs.placement_constraints
+  - inferops.triton_ecs.attributes
+  - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-notes:
-  - Supports check mode and diff mode.
 """
 
 EXAMPLES = r"""
@@ -193,11 +180,16 @@ desired_counts:
   description: Desired count of each colour.
   returned: always
   type: dict
+tags:
+  description: Tags of each colour's service (in check mode, as they would be).
+  returned: always
+  type: dict
+  sample: {blue: {team: inference, "inferops:color": blue}, green: {team: inference, "inferops:color": green}}
 """
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.services import ensure  # noqa: E402
 
@@ -233,16 +225,13 @@ def main() -> None:
         maximum_percent=dict(type="int", default=200),
         minimum_healthy_percent=dict(type="int", default=100),
         settings_update=dict(type="str", choices=["report", "apply"], default="report"),
-        tags=dict(type="dict", default={}),
+        tags=dict(type="dict", aliases=["resource_tags"]),
+        purge_tags=dict(type="bool", default=True),
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
     ecs = module.client("ecs", retry_decorator=AWSRetry.jittered_backoff())
-    try:
+    with module_errors(module, f"services of {module.params['name']}: AWS call failed"):
         result = ensure(ecs, module.params, module.check_mode)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"services of {module.params['name']}: AWS call failed")
     for warning in result["settings_held"]:
         module.warn(warning)
     module.exit_json(**result)

@@ -76,5 +76,7 @@ def test_tags_converge_on_every_module_and_purge_keeps_the_cutover_lock(moto_ser
     ecs = moto_server.client("ecs")
     assert ecs_tags(ecs.describe_clusters(clusters=["tags"], include=["TAGS"])["clusters"][0]) == TAGS_AFTER
     assert ecs_tags(ecs.describe_capacity_providers(capacityProviders=["gpu-tags"], include=["TAGS"])["capacityProviders"][0]) == TAGS_AFTER
+    services = ecs.describe_services(cluster="tags", services=["tagapp-blue", "tagapp-green"], include=["TAGS"])["services"]
+    assert [ecs_tags(service) for service in services] == [{**TAGS_AFTER, "inferops:color": color} for color in ("blue", "green")]
     assert elbv2_tags(elbv2, listeners[80]) == {**TAGS_AFTER, **LOCK_TAGS}
     assert elbv2_tags(elbv2, listeners[8080]) == TAGS_AFTER

@@ -327,6 +327,8 @@ def test_services_create_arguments() -> None:
 def described(color: str, **overrides: Any) -> dict[str, Any]:
     service = {
         "serviceName": f"triton-{color}",
+        "serviceArn": f"arn:aws:ecs:us-east-1:123456789012:service/inference/triton-{color}",
+        "tags": [{"key": "inferops:color", "value": color}],
         "status": "ACTIVE",
         "taskDefinition": "arn:td:7",
         "desiredCount": 5,

@@ -18,8 +18,11 @@ from typing import Any
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, target_group_arn_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TagPlan, as_strings, key_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,248}$")  # leaves room for the -green suffix (255 in all)
+COLOR_TAG = "inferops:color"  # each service's colour, written by this module alongside the asked tags
 
 
 # ---------------------------------------------------------------- input
@@ -61,7 +64,7 @@ def validate(params: dict[str, Any]) -> list[str]:
     for i, strategy in enumerate(params.get("placement_strategy") or []):
         if strategy.get("type") not in ("spread", "binpack", "random"):
             errors.append(f"placement_strategy[{i}].type is {strategy.get('type')!r}: spread, binpack or random")
-    return errors
+    return errors + key_errors(params.get("tags"), reserved=(COLOR_TAG,))
 
 
 def validate_task_definition(task_definition: dict[str, Any], params: dict[str, Any]) -> list[str]:
@@ -154,9 +157,13 @@ def create_arguments(params: dict[str, Any], color: str, task_definition: str) -
         kwargs["placementConstraints"] = placement_constraints(params)
     if params.get("placement_strategy"):
         kwargs["placementStrategy"] = placement_strategy(params)
-    tags = dict(params.get("tags") or {}, **{"inferops:color": color})
-    kwargs["tags"] = _ecs_services.ecs_tags(tags)
+    kwargs["tags"] = _ecs_services.ecs_tags(wanted_tags(params.get("tags") or {}, color))
     return kwargs
+
+
+def wanted_tags(asked: dict[str, Any] | None, color: str) -> dict[str, str] | None:
+    """A colour's service tags: the asked ones and its colour; None when `tags` is omitted (left alone)."""
+    return None if asked is None else {**as_strings(asked), COLOR_TAG: color}
 
 
 def _canonical_network(value: dict[str, Any] | None) -> tuple:
@@ -233,7 +240,7 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         raise InputError(f"cluster {params['cluster']!r} does not exist (or is not ACTIVE): create it first (role fleet_cluster)")
     names = {color: f"{params['name']}-{color}" for color in COLORS}
     # deleted (INACTIVE) services count as missing
-    found = _ecs_services.describe_services(ecs, params["cluster"], list(names.values()))
+    found = _ecs_services.describe_services(ecs, params["cluster"], list(names.values()), include=["TAGS"])
     before = {s["serviceName"]: s for s in found if s.get("status") != "INACTIVE"}
     for name in names.values():
         if before.get(name, {}).get("status") == "DRAINING":
@@ -257,9 +264,11 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     warnings: list[str] = []
     drifted: dict[str, list[str]] = {}
     after = dict(before)
+    tags: dict[str, TagPlan] = {}
     for color in COLORS:
         name = names[color]
         if color in missing:
+            tags[color] = TagPlan({}, wanted_tags(params.get("tags") or {}, color))  # set at creation
             actions.append(f"create {name}")
             kwargs = create_arguments(params, color, task_definition_arn or "")
             if check_mode:
@@ -282,6 +291,13 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
                 after[name] = {**before[name], **todo}
             else:
                 after[name] = _ecs_services.update_service(ecs, params["cluster"], name, update_fields(todo))
+        tags[color] = plan_tags(_ecs_services.tags_of(before[name]), wanted_tags(params.get("tags"), color), params.get("purge_tags", True))
+        if tags[color].changed:
+            actions.append(f"update_tags {name}")
+            if not check_mode and tags[color].to_remove:
+                _ecs_services.untag_resource(ecs, before[name]["serviceArn"], tags[color].to_remove)
+            if not check_mode and tags[color].to_set:
+                _ecs_services.tag_resource(ecs, before[name]["serviceArn"], tags[color].to_set)
     return {
         "changed": bool(actions),
         "actions": actions,
@@ -291,5 +307,9 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         "service_arns": {color: after.get(names[color], {}).get("serviceArn") for color in COLORS},
         "task_definitions": {color: after.get(names[color], {}).get("taskDefinition") for color in COLORS},
         "desired_counts": {color: after.get(names[color], {}).get("desiredCount") for color in COLORS},
-        "diff": {"before": {c: summary(before.get(names[c])) for c in COLORS}, "after": {c: summary(after.get(names[c])) for c in COLORS}},
+        "tags": {color: tags[color].after for color in COLORS},
+        "diff": {
+            "before": {c: {**summary(before[names[c]]), "tags": tags[c].before} if names[c] in before else {} for c in COLORS},
+            "after": {c: {**summary(after.get(names[c])), "tags": tags[c].after} for c in COLORS},
+        },
     }
