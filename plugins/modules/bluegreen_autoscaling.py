@@ -231,6 +231,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg  # noqa: E402
 
 
@@ -244,7 +245,7 @@ def live_color(elbv2, params) -> str:
         actions, what = (found or {}).get("DefaultActions"), f"listener_arn {params['listener_arn']}"
     if found is None:
         raise InputError(f"{what} does not exist: create the listeners first (role fleet_load_balancing)")
-    return bg.live_color(bg.weights_from_actions(actions, params["target_groups"]))
+    return bg.live_color(listener_actions.read_percent_weights(actions, params["target_groups"]))
 
 
 def desired_count(ecs, params, color: str) -> int:

@@ -250,61 +250,6 @@ def test_good_input_has_no_errors():
     assert bg.validate_params(params()) == []
 
 
-# ---------------------------------------------------------------- listener weights
-
-
-def test_weights_from_a_weighted_forward_and_from_a_plain_forward():
-    weighted = [
-        {
-            "Type": "forward",
-            "ForwardConfig": {
-                "TargetGroups": [{"TargetGroupArn": TGS["blue"], "Weight": 90}, {"TargetGroupArn": TGS["green"], "Weight": 10}]
-            },
-        }
-    ]
-    assert bg.weights_from_actions(weighted, TGS) == {"blue": 90, "green": 10}
-    assert bg.weights_from_actions([{"Type": "forward", "TargetGroupArn": TGS["green"]}], TGS) == {"blue": 0, "green": 100}
-
-
-def test_weights_not_summing_to_100_and_foreign_target_groups_are_refused():
-    odd = [
-        {
-            "Type": "forward",
-            "ForwardConfig": {
-                "TargetGroups": [{"TargetGroupArn": TGS["blue"], "Weight": 1}, {"TargetGroupArn": TGS["green"], "Weight": 1}]
-            },
-        }
-    ]
-    with pytest.raises(bg.PlanError, match="do not sum to 100"):
-        bg.weights_from_actions(odd, TGS)
-    with pytest.raises(bg.PlanError, match=r"neither target_groups\.blue"):
-        bg.weights_from_actions([{"Type": "forward", "TargetGroupArn": "arn:tg/other"}], TGS)
-    with pytest.raises(bg.PlanError, match="exactly one"):
-        bg.weights_from_actions([{"Type": "fixed-response"}], TGS)
-
-
-def test_actions_with_weights_keeps_other_fields():
-    actions = [
-        {"Type": "authenticate-oidc", "Order": 1},
-        {
-            "Type": "forward",
-            "Order": 2,
-            "TargetGroupArn": TGS["blue"],
-            "ForwardConfig": {"TargetGroupStickinessConfig": {"Enabled": False}},
-        },
-    ]
-    out = bg.actions_with_weights(actions, TGS, {"blue": 10, "green": 90})
-    assert out[0] == actions[0]
-    assert out[1]["Order"] == 2 and "TargetGroupArn" not in out[1]
-    assert out[1]["ForwardConfig"]["TargetGroupStickinessConfig"] == {"Enabled": False}
-    assert bg.weights_from_actions(out, TGS) == {"blue": 10, "green": 90}
-
-
-def test_single_forward_for_the_test_listener():
-    out = bg.single_forward([{"Type": "forward", "TargetGroupArn": TGS["blue"]}], TGS["green"])
-    assert bg.forwards_only_to(out, TGS["green"]) and not bg.forwards_only_to(out, TGS["blue"])
-
-
 # ---------------------------------------------------------------- services and health
 
 

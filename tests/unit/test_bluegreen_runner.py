@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Clock, Runner
 from tests.unit.one_page_listings import OnePageListings
@@ -154,7 +155,7 @@ class FakeAws(OnePageListings):
 
     def modify_listener(self, aws_retry: bool, ListenerArn: str, DefaultActions: list) -> dict:
         self.calls.append(("modify_listener",))
-        self.weights = bg.weights_from_actions(DefaultActions, TGS)
+        self.weights = listener_actions.read_percent_weights(DefaultActions, TGS)
         return {"Listeners": [{}]}
 
     # CloudWatch

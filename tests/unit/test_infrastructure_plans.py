@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listeners, services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions, listeners, services
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import cloudwatch_dashboard as dashboard
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import ecs_cluster as cluster
@@ -22,7 +22,7 @@ ASG = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0000:autoScal
 
 
 def forward(weights: dict[str, int]) -> list[dict[str, Any]]:
-    return [listeners.forward_action(TG, weights)]
+    return [listener_actions.build_forward_action(TG, weights)]
 
 
 # ---------------------------------------------------------------- ecs_cluster
@@ -219,8 +219,8 @@ def test_listeners_plan_creates_with_initial_weights() -> None:
     steps = listeners.plan({"production_listener": None, "test_listener": None}, listener_params(initial_live_color="green"))
     assert [(step[0], step[1]) for step in steps] == [("create_listener", "production"), ("create_listener", "test")]
     production, test = steps[0][2], steps[1][2]
-    assert listeners.observed_weights(production["DefaultActions"], TG) == {"blue": 0, "green": 100}
-    assert listeners.observed_weights(test["DefaultActions"], TG) == {"blue": 100, "green": 0}  # the standby colour
+    assert listener_actions.weights_if_ours(production["DefaultActions"], TG) == {"blue": 0, "green": 100}
+    assert listener_actions.weights_if_ours(test["DefaultActions"], TG) == {"blue": 100, "green": 0}  # the standby colour
 
 
 def test_listeners_production_url_is_the_load_balancer_dns_name_and_port() -> None:

@@ -15,14 +15,14 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as _elbv2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import LOCK_PREFIX, RECORD_KEY
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import (
-    COLORS,
-    forward_entries,
-    live_color,
-    other,
-    target_group_arn_errors,
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listener_actions import (
+    build_forward_action,
+    describe_forward,
+    initial_weights,
+    weights_if_ours,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import LOCK_PREFIX, RECORD_KEY
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, live_color, other, target_group_arn_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TagPlan, as_strings, key_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 
@@ -87,43 +87,6 @@ def validate(params: dict[str, Any]) -> list[str]:
     return errors + key_errors(params.get("tags"), reserved=CUTOVER_TAGS)
 
 
-# ---------------------------------------------------------------- forward actions
-
-
-def forward_action(tgs: dict[str, str], weights: dict[str, int]) -> dict[str, Any]:
-    return {"Type": "forward", "ForwardConfig": {"TargetGroups": [{"TargetGroupArn": tgs[c], "Weight": weights[c]} for c in COLORS]}}
-
-
-def initial_weights(live: str) -> dict[str, int]:
-    return {live: 100, other(live): 0}
-
-
-def observed_weights(actions: list[dict[str, Any]], tgs: dict[str, str]) -> dict[str, int] | None:
-    """{blue, green} weights of a forward to the colours' target groups only; None when it forwards anywhere else."""
-    forwards = [a for a in actions if a.get("Type") == "forward"]
-    if len(forwards) != 1:
-        return None
-    entries = forward_entries(forwards[0])
-    by_arn = {arn: color for color, arn in tgs.items()}
-    weights = dict.fromkeys(COLORS, 0)
-    for entry in entries:
-        if entry.get("TargetGroupArn") not in by_arn:
-            return None
-        weights[by_arn[entry["TargetGroupArn"]]] = int(entry.get("Weight", 1))
-    return weights
-
-
-def describe_forward(actions: list[dict[str, Any]]) -> str:
-    parts = []
-    for action in actions:
-        if action.get("Type") == "forward":
-            entries = forward_entries(action)
-            parts.append("forward to " + ", ".join(str(e.get("TargetGroupArn")) for e in entries))
-        else:
-            parts.append(str(action.get("Type")))
-    return "; ".join(parts) or "no action"
-
-
 # ---------------------------------------------------------------- listener and rule settings
 
 
@@ -174,7 +137,7 @@ def canonical_conditions(conditions: list[dict[str, Any]]) -> list[tuple]:
 
 def find_rule(rules: list[dict[str, Any]], tgs: dict[str, str], priority: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(our rule - the one forwarding to the colours only, the rule holding `priority`)."""
-    ours = next((r for r in rules if not r.get("IsDefault") and observed_weights(r.get("Actions") or [], tgs) is not None), None)
+    ours = next((r for r in rules if not r.get("IsDefault") and weights_if_ours(r.get("Actions") or [], tgs) is not None), None)
     at_priority = next((r for r in rules if not r.get("IsDefault") and str(r.get("Priority")) == str(priority)), None)
     return ours, at_priority
 
@@ -196,12 +159,12 @@ def plan(observed: dict[str, Any], params: dict[str, Any]) -> list[tuple[str, st
 
     listener = observed.get("production_listener")
     if listener is None:
-        default = NOT_FOUND_RESPONSE if rule else forward_action(tgs, initial_weights(live))
+        default = NOT_FOUND_RESPONSE if rule else build_forward_action(tgs, initial_weights(live))
         steps.append(
             ("create_listener", "production", {"Port": production["port"], **listener_settings(production), "DefaultActions": [default]})
         )
     else:
-        if not rule and observed_weights(listener.get("DefaultActions") or [], tgs) is None:
+        if not rule and weights_if_ours(listener.get("DefaultActions") or [], tgs) is None:
             errors.append(
                 f"the listener on port {production['port']} ({describe_forward(listener.get('DefaultActions') or [])}) does not forward to the "
                 "blue and green target groups only: give production.rule to add a rule to it, or use another production.port"
@@ -224,7 +187,7 @@ def plan(observed: dict[str, Any], params: dict[str, Any]) -> list[tuple[str, st
                     {
                         "Priority": rule["priority"],
                         "Conditions": rule["conditions"],
-                        "Actions": [forward_action(tgs, initial_weights(live))],
+                        "Actions": [build_forward_action(tgs, initial_weights(live))],
                     },
                 )
             )
@@ -247,11 +210,11 @@ def plan(observed: dict[str, Any], params: dict[str, Any]) -> list[tuple[str, st
                 (
                     "create_listener",
                     "test",
-                    {"Port": test["port"], **listener_settings(test), "DefaultActions": [forward_action(tgs, standby)]},
+                    {"Port": test["port"], **listener_settings(test), "DefaultActions": [build_forward_action(tgs, standby)]},
                 )
             )
         else:
-            if observed_weights(test_listener.get("DefaultActions") or [], tgs) is None:
+            if weights_if_ours(test_listener.get("DefaultActions") or [], tgs) is None:
                 errors.append(
                     f"the listener on test port {test['port']} ({describe_forward(test_listener.get('DefaultActions') or [])}) does not forward to "
                     "the blue and green target groups only: use another test.port"
@@ -272,17 +235,17 @@ def _snapshot(observed: dict[str, Any], tgs: dict[str, str]) -> dict[str, Any]:
     listener = observed.get("production_listener")
     if listener:
         out["production_listener"] = {"port": listener.get("Port"), "protocol": listener.get("Protocol")}
-        out["production_weights"] = observed_weights(listener.get("DefaultActions") or [], tgs)
+        out["production_weights"] = weights_if_ours(listener.get("DefaultActions") or [], tgs)
     ours = observed.get("production_rule")
     if ours:
         out["production_rule"] = {"priority": ours.get("Priority"), "conditions": canonical_conditions(ours.get("Conditions") or [])}
-        out["production_weights"] = observed_weights(ours.get("Actions") or [], tgs)
+        out["production_weights"] = weights_if_ours(ours.get("Actions") or [], tgs)
     test = observed.get("test_listener")
     if test:
         out["test_listener"] = {
             "port": test.get("Port"),
             "protocol": test.get("Protocol"),
-            "weights": observed_weights(test.get("DefaultActions") or [], tgs),
+            "weights": weights_if_ours(test.get("DefaultActions") or [], tgs),
         }
     return out
 

@@ -47,11 +47,6 @@ def target_group_arn_errors(tgs: dict[str, str]) -> list[str]:
     return errors
 
 
-def forward_entries(action: dict[str, Any]) -> list[dict[str, Any]]:
-    """A forward action's target groups; the plain single-target form counts as weight 100."""
-    return (action.get("ForwardConfig") or {}).get("TargetGroups") or [{"TargetGroupArn": action.get("TargetGroupArn"), "Weight": 100}]
-
-
 # ---------------------------------------------------------------- input
 
 
@@ -95,75 +90,6 @@ def validate_params(params: dict[str, Any]) -> list[str]:
     if smoke and not smoke.get("model"):
         errors.append("gates.smoke needs model: the model to send the smoke inference to")
     return errors
-
-
-# ---------------------------------------------------------------- listener weights
-
-
-def forward_action(actions: list[dict[str, Any]]) -> dict[str, Any]:
-    forwards = [a for a in actions if a.get("Type") == "forward"]
-    if len(forwards) != 1:
-        raise PlanError(
-            f"the production listener has {len(forwards)} forward actions: it needs exactly one, forwarding to both colours' target groups"
-        )
-    return forwards[0]
-
-
-def weights_from_actions(actions: list[dict[str, Any]], target_groups: dict[str, str]) -> dict[str, int]:
-    """{blue: w, green: w} from a listener's (or rule's) actions; the plain single-target form counts as 100/0."""
-    action = forward_action(actions)
-    by_arn = {arn: color for color, arn in target_groups.items()}
-    entries = forward_entries(action)
-    weights = dict.fromkeys(COLORS, 0)
-    for entry in entries:
-        arn = entry.get("TargetGroupArn")
-        if arn not in by_arn:
-            raise PlanError(
-                f"the production listener forwards to target group {arn}, which is neither target_groups.blue nor target_groups.green: "
-                "point the listener (or rule) at the two colours' target groups"
-            )
-        weights[by_arn[arn]] = int(entry.get("Weight", 1 if len(entries) > 1 else 100))
-    if sum(weights.values()) != 100:
-        raise PlanError(
-            f"the production listener's weights blue={weights['blue']} green={weights['green']} do not sum to 100: "
-            "set them as percentages (e.g. 100 and 0) before the cutover"
-        )
-    return weights
-
-
-def actions_with_weights(actions: list[dict[str, Any]], target_groups: dict[str, str], weights: dict[str, int]) -> list[dict[str, Any]]:
-    """The listener's actions with the forward action rewritten to these weights; other fields kept as they are."""
-    out: list[dict[str, Any]] = []
-    for action in actions:
-        if action.get("Type") != "forward":
-            out.append(action)
-            continue
-        new = {k: v for k, v in action.items() if k != "TargetGroupArn"}
-        config = dict(new.get("ForwardConfig") or {})
-        config["TargetGroups"] = [{"TargetGroupArn": target_groups[c], "Weight": weights[c]} for c in COLORS]
-        new["ForwardConfig"] = config
-        out.append(new)
-    return out
-
-
-def single_forward(actions: list[dict[str, Any]], target_group_arn: str) -> list[dict[str, Any]]:
-    """A test listener's actions forwarding everything to one target group."""
-    out = [a for a in actions if a.get("Type") != "forward"]
-    order = min((a.get("Order", 1) for a in actions if a.get("Type") == "forward"), default=None)
-    forward: dict[str, Any] = {"Type": "forward", "ForwardConfig": {"TargetGroups": [{"TargetGroupArn": target_group_arn, "Weight": 100}]}}
-    if order is not None and any("Order" in a for a in actions):
-        forward["Order"] = order
-    return [*out, forward]
-
-
-def forwards_only_to(actions: list[dict[str, Any]], target_group_arn: str) -> bool:
-    try:
-        action = forward_action(actions)
-    except PlanError:
-        return False
-    entries = forward_entries(action)
-    live = [e["TargetGroupArn"] for e in entries if e.get("Weight", 1) > 0]
-    return live == [target_group_arn]
 
 
 # ---------------------------------------------------------------- services and target health

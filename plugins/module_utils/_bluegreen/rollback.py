@@ -19,9 +19,9 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listeners import observed_weights
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import RECORD_KEY, CutoverLock, parse_record
 
 PlanError = bg.PlanError
@@ -80,8 +80,8 @@ def production_candidates(resources: list[dict[str, Any]], tgs: dict[str, str]) 
     """Listeners and rules (`{arn, actions, port, is_rule}`) whose one forward goes to both colours' target groups only."""
     found = []
     for resource in resources:
-        weights = observed_weights(resource["actions"], tgs)
-        entries = [e for a in resource["actions"] if a.get("Type") == "forward" for e in bg.forward_entries(a)]
+        weights = listener_actions.weights_if_ours(resource["actions"], tgs)
+        entries = [e for a in resource["actions"] if a.get("Type") == "forward" for e in listener_actions.forward_entries(a)]
         if weights is not None and len(entries) == 2:
             found.append(resource)
     return found
@@ -195,7 +195,7 @@ def observe_weights(elbv2: Any, app: Application) -> None:
         if listener is None:
             raise PlanError(f"listener_arn {app.production_arn} does not exist")
         app.actions = listener["DefaultActions"]
-    app.weights = bg.weights_from_actions(app.actions, app.target_groups)
+    app.weights = listener_actions.read_percent_weights(app.actions, app.target_groups)
 
 
 def rollback(
@@ -221,7 +221,7 @@ def rollback(
                 guard.before_write()
                 restore_started = time.monotonic()
                 weights = {plan.to_color: 100, plan.from_color: 0}
-                fields = bg.actions_with_weights(app.actions, app.target_groups, weights)
+                fields = listener_actions.actions_with_weights(app.actions, app.target_groups, weights)
                 if app.is_rule:
                     elb.modify_rule(elbv2, app.production_arn, {"Actions": fields})
                 else:

@@ -18,7 +18,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError, unready_models
@@ -169,7 +169,7 @@ class Runner:
 
     def observe(self, services: dict[str, dict[str, Any]] | None = None) -> None:
         self.prod_actions = self._production_actions()
-        self.weights = bg.weights_from_actions(self.prod_actions, self.tgs)
+        self.weights = listener_actions.read_percent_weights(self.prod_actions, self.tgs)
         self.colors = self._color_states(services)
 
     def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, bg.ColorState]:
@@ -193,7 +193,7 @@ class Runner:
         if weights == self.weights:
             return
         self._check_before_write()
-        actions = bg.actions_with_weights(self.prod_actions, self.tgs, weights)
+        actions = listener_actions.actions_with_weights(self.prod_actions, self.tgs, weights)
         if self.p.get("listener_rule_arn"):
             elb.modify_rule(self.aws.elbv2, self.p["listener_rule_arn"], {"Actions": actions})
         else:
@@ -223,9 +223,9 @@ class Runner:
         if not arn:
             return
         listener = elb.describe_listener(self.aws.elbv2, arn)
-        if listener and bg.forwards_only_to(listener["DefaultActions"], self.tgs[color]):
+        if listener and listener_actions.forwards_only_to(listener["DefaultActions"], self.tgs[color]):
             return
-        actions = bg.single_forward(listener["DefaultActions"] if listener else [], self.tgs[color])
+        actions = listener_actions.single_forward(listener["DefaultActions"] if listener else [], self.tgs[color])
         self._check_before_write()
         elb.modify_listener(self.aws.elbv2, arn, {"DefaultActions": actions})
         self.writes.append(f"point test listener at {color}")
@@ -335,11 +335,11 @@ class Runner:
         services = self._describe_services()
         problems = bg.changes_since_seen(
             self.weights,
-            bg.weights_from_actions(actions, self.tgs),
+            listener_actions.read_percent_weights(actions, self.tgs),
             {c: s.task_definition for c, s in self.colors.items()},
             {c: services.get(self.services[c], {}).get("taskDefinition") for c in bg.COLORS},
         )
-        if color is not None and desired == 0 and bg.weights_from_actions(actions, self.tgs)[color] > 0:
+        if color is not None and desired == 0 and listener_actions.read_percent_weights(actions, self.tgs)[color] > 0:
             problems.append(f"{self.services[color]} has production traffic: it is not scaled to 0")
         if problems:
             raise bg.StateChanged("AWS changed under this cutover, which stops without writing: " + "; ".join(problems))
