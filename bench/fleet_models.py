@@ -44,9 +44,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.convergence import RolloutError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import RolloutError  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
 from tests.harness.fleet import MODEL, SimulatedFleet  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402

@@ -199,8 +199,9 @@ import time  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.convergence import RolloutError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import RolloutError, run  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import run  # noqa: E402
 
 
 def main() -> None:

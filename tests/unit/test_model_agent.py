@@ -13,7 +13,7 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import agent
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import agent, agent_config, agent_instance
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     ReleaseError,
     build_release,
@@ -121,7 +121,7 @@ def config_bytes(**values) -> bytes:
 
 
 def test_config_defaults_serve_a_real_fleet():
-    config = agent.parse_config(config_bytes(), "/etc/inferops/model-agent.json")
+    config = agent_config.parse_config(config_bytes(), "/etc/inferops/model-agent.json")
     assert config["introspection_url"] == "http://127.0.0.1:51678"
     assert config["imds_url"] == "http://169.254.169.254"
     assert config["endpoint_url"] is None
@@ -142,8 +142,8 @@ def test_config_defaults_serve_a_real_fleet():
     ],
 )
 def test_a_bad_config_names_the_key(values, message):
-    with pytest.raises(agent.ConfigError, match=message):
-        agent.parse_config(config_bytes(**values), "model-agent.json")
+    with pytest.raises(agent_config.ConfigError, match=message):
+        agent_config.parse_config(config_bytes(**values), "model-agent.json")
 
 
 # ---------------------------------------------------------------- task discovery
@@ -162,7 +162,7 @@ def test_awsvpc_tasks_are_reached_at_their_eni_address_on_the_container_ports():
             )
         ]
     }
-    assert agent.triton_tasks(listing, "triton", 8000, 8002) == [
+    assert agent_instance.triton_tasks(listing, "triton", 8000, 8002) == [
         {"arn": "arn:task/a", "url": "http://10.0.1.23:8000", "metrics_url": "http://10.0.1.23:8002/metrics"}
     ]
 
@@ -171,7 +171,7 @@ def test_bridge_and_host_tasks_are_reached_on_the_instance_at_their_host_ports()
     bridge = {"Name": "triton", "Ports": [{"ContainerPort": 8000, "HostPort": 32768}, {"ContainerPort": 8002, "HostPort": 32770}]}
     host = {"Name": "triton", "Ports": [{"ContainerPort": 8000, "HostPort": 8000}], "Networks": [{"NetworkMode": "host"}]}
     listing = {"Tasks": [task("arn:task/b", bridge), task("arn:task/h", host)]}
-    assert agent.triton_tasks(listing, "triton", 8000, 8002) == [
+    assert agent_instance.triton_tasks(listing, "triton", 8000, 8002) == [
         {"arn": "arn:task/b", "url": "http://127.0.0.1:32768", "metrics_url": "http://127.0.0.1:32770/metrics"},
         {"arn": "arn:task/h", "url": "http://127.0.0.1:8000", "metrics_url": None},
     ]
@@ -186,8 +186,8 @@ def test_tasks_not_running_other_containers_and_unpublished_ports_are_skipped():
             task("arn:task/noport", {"Name": "triton", "Ports": [{"ContainerPort": 8001, "HostPort": 8001}]}),
         ]
     }
-    assert agent.triton_tasks(listing, "triton", 8000, 8002) == []
-    assert agent.triton_tasks({"Tasks": None}, "triton", 8000, 8002) == []
+    assert agent_instance.triton_tasks(listing, "triton", 8000, 8002) == []
+    assert agent_instance.triton_tasks({"Tasks": None}, "triton", 8000, 8002) == []
 
 
 def test_inference_failures_are_summed_per_model_over_versions():
@@ -200,7 +200,7 @@ def test_inference_failures_are_summed_per_model_over_versions():
             'nv_inference_request_success{model="resnet50",version="4"} 90',
         ]
     )
-    assert agent.failures_by_model(text) == {"resnet50": 3, "bert": 0}
+    assert agent_instance.failures_by_model(text) == {"resnet50": 3, "bert": 0}
 
 
 # ---------------------------------------------------------------- status
@@ -214,7 +214,7 @@ TASKS = [{"arn": "t1", "url": "http://10.0.0.1:8000", "ready": True}, {"arn": "t
 def status(state: str, loaded: dict, tasks=None, synced=None) -> dict:
     tasks = TASKS if tasks is None else tasks
     synced = {"resnet50": [3, 4]} if synced is None else synced
-    return agent.build_status(CONFIG, IDENTITY, record(), state, synced, loaded, tasks, {}, None, CREATED)
+    return agent_instance.build_status(CONFIG, IDENTITY, record(), state, synced, loaded, tasks, {}, None, CREATED)
 
 
 def test_applied_means_synced_and_serving_on_every_task():
@@ -263,7 +263,7 @@ class FakeS3:
 def test_records_are_read_again_only_when_their_etag_changes():
     current_key = release_key("models", APP, "current")
     s3 = FakeS3({current_key: raw(record(release_id="r-1"))})
-    config = agent.parse_config(config_bytes(prefix="models"), "c")
+    config = agent_config.parse_config(config_bytes(prefix="models"), "c")
     model_agent = agent.ModelAgent(config, agent.BotocoreRetryingClient(s3), dict(IDENTITY))
     assert model_agent.target()["release_id"] == "r-1"
     assert model_agent.target()["release_id"] == "r-1"

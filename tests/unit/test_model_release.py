@@ -16,8 +16,8 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent import parse_config
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import convergence, rollout
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_config import parse_config
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError, build_release
 from tests.unit.one_page_listings import OnePageListings
 
@@ -173,30 +173,30 @@ def test_a_release_id_names_one_content():
 def test_verdicts_for_the_fleet_and_the_canary():
     wanted = release({"m": 2})
     rid = wanted["release_id"]
-    assert rollout.instance_verdict("i-a", status("i-a", rid), wanted)["ok"]
-    missing = rollout.instance_verdict("i-a", None, wanted)
+    assert convergence.instance_verdict("i-a", status("i-a", rid), wanted)["ok"]
+    missing = convergence.instance_verdict("i-a", None, wanted)
     assert not missing["ok"] and not missing["failed"] and missing["reason"].startswith("no status object yet")
-    behind = rollout.instance_verdict("i-a", status("i-a", "r-old", state="applying", applied=False, last_error="S3 timeout"), wanted)
+    behind = convergence.instance_verdict("i-a", status("i-a", "r-old", state="applying", applied=False, last_error="S3 timeout"), wanted)
     assert behind["reason"] == f"reports release r-old (state applying), not yet {rid}; last_error: S3 timeout"
-    failed = rollout.instance_verdict("i-a", status("i-a", rid, state="failed", applied=False, last_error="load m 2: bad"), wanted)
+    failed = convergence.instance_verdict("i-a", status("i-a", rid, state="failed", applied=False, last_error="load m 2: bad"), wanted)
     assert failed["failed"] and failed["reason"] == f"failed to apply {rid}: load m 2: bad"
     # The canary check: no error, no new inference failures.
-    assert rollout.instance_verdict("i-a", status("i-a", rid, failures=3), wanted, failures_before=3)["ok"]
-    rose = rollout.instance_verdict("i-a", status("i-a", rid, failures=5), wanted, failures_before=3)
+    assert convergence.instance_verdict("i-a", status("i-a", rid, failures=3), wanted, failures_before=3)["ok"]
+    rose = convergence.instance_verdict("i-a", status("i-a", rid, failures=5), wanted, failures_before=3)
     assert rose["failed"] and rose["reason"] == "inference failures rose from 3 to 5"
-    errored = rollout.instance_verdict("i-a", status("i-a", rid, last_error="smoke inference failed"), wanted, failures_before=0)
+    errored = convergence.instance_verdict("i-a", status("i-a", rid, last_error="smoke inference failed"), wanted, failures_before=0)
     assert errored["failed"] and "smoke inference failed" in errored["reason"]
     # No release at all: the agent reports release_id null, applied.
-    assert rollout.instance_verdict("i-a", status("i-a", None), None)["ok"]
+    assert convergence.instance_verdict("i-a", status("i-a", None), None)["ok"]
 
 
 def test_laggard_message_names_each_instance_and_where_to_look():
     wanted = release({"m": 2})
     verdicts = [
-        rollout.instance_verdict("i-a", status("i-a", wanted["release_id"]), wanted),
-        rollout.instance_verdict("i-b", None, wanted),
+        convergence.instance_verdict("i-a", status("i-a", wanted["release_id"]), wanted),
+        convergence.instance_verdict("i-b", None, wanted),
     ]
-    message = rollout.laggard_message(verdicts, 120, "s3://b/p/status/triton/")
+    message = convergence.laggard_message(verdicts, 120, "s3://b/p/status/triton/")
     assert message == (
         "1 of 2 instances did not report their release applied within 120 s: i-b: no status object yet (its model agent has "
         "not reported). Status objects: s3://b/p/status/triton/<instance-id>.json; see docs/runbook.md, section 'Stuck hydration'"
@@ -218,17 +218,17 @@ def test_wait_times_out_naming_laggards_and_returns_once_all_applied():
     wanted = release({"m": 2})
     clock = Clock()
     answers = iter(
-        [[rollout.instance_verdict("i-a", None, wanted)]] * 3
-        + [[rollout.instance_verdict("i-a", status("i-a", wanted["release_id"]), wanted)]]
+        [[convergence.instance_verdict("i-a", None, wanted)]] * 3
+        + [[convergence.instance_verdict("i-a", status("i-a", wanted["release_id"]), wanted)]]
     )
-    verdicts, waited = rollout.wait_converged(lambda: next(answers), 10, 2, clock=clock, sleep=clock.sleep)
+    verdicts, waited = convergence.wait_converged(lambda: next(answers), 10, 2, clock=clock, sleep=clock.sleep)
     assert verdicts[0]["ok"] and waited == 6
 
     clock = Clock()
     with pytest.raises(
-        rollout.RolloutError, match=r"1 of 1 instances did not report their release applied within 10 s: i-a: no status"
+        convergence.RolloutError, match=r"1 of 1 instances did not report their release applied within 10 s: i-a: no status"
     ) as err:
-        rollout.wait_converged(lambda: [rollout.instance_verdict("i-a", None, wanted)], 10, 3, clock=clock, sleep=clock.sleep)
+        convergence.wait_converged(lambda: [convergence.instance_verdict("i-a", None, wanted)], 10, 3, clock=clock, sleep=clock.sleep)
     assert err.value.verdicts[0]["instance_id"] == "i-a" and clock.now == 10
 
 
@@ -236,14 +236,14 @@ def test_wait_fails_at_once_on_a_failed_instance_and_bakes_before_returning():
     wanted = release({"m": 2})
     rid = wanted["release_id"]
     clock = Clock()
-    failed = [rollout.instance_verdict("i-a", status("i-a", rid, state="failed", applied=False, last_error="boom"), wanted)]
-    with pytest.raises(rollout.RolloutError, match=r"1 of 1 instances failed the release: i-a: failed to apply .*: boom"):
-        rollout.wait_converged(lambda: failed, 100, 5, clock=clock, sleep=clock.sleep)
+    failed = [convergence.instance_verdict("i-a", status("i-a", rid, state="failed", applied=False, last_error="boom"), wanted)]
+    with pytest.raises(convergence.RolloutError, match=r"1 of 1 instances failed the release: i-a: failed to apply .*: boom"):
+        convergence.wait_converged(lambda: failed, 100, 5, clock=clock, sleep=clock.sleep)
     assert clock.now == 0
 
     clock = Clock()
-    good = [rollout.instance_verdict("i-a", status("i-a", rid), wanted, failures_before=0)]
-    _verdicts, waited = rollout.wait_converged(lambda: good, 100, 5, bake_s=12, clock=clock, sleep=clock.sleep)
+    good = [convergence.instance_verdict("i-a", status("i-a", rid), wanted, failures_before=0)]
+    _verdicts, waited = convergence.wait_converged(lambda: good, 100, 5, bake_s=12, clock=clock, sleep=clock.sleep)
     assert waited == 12
 
 
@@ -303,11 +303,11 @@ def test_run_converged_waits_on_every_active_instance(s3):
     s3.objects["p/status/triton/i-a.json"] = json.dumps(status("i-a", rid)).encode()
     checked = rollout.run(s3, ecs, params("converged"), True, CREATED)
     assert checked["converged"] is False and [v["ok"] for v in checked["instances"]] == [True, False]
-    with pytest.raises(rollout.RolloutError, match=r"1 of 2 instances did not report .*: i-b: no status object yet"):
+    with pytest.raises(convergence.RolloutError, match=r"1 of 2 instances did not report .*: i-b: no status object yet"):
         rollout.run(s3, ecs, params("converged", timeout_s=0), False, CREATED)
     s3.objects["p/status/triton/i-b.json"] = json.dumps(status("i-b", rid)).encode()
     assert rollout.run(s3, ecs, params("converged"), False, CREATED)["converged"] is True
-    with pytest.raises(rollout.RolloutError, match=r"i-gone: is no longer an ACTIVE container instance"):
+    with pytest.raises(convergence.RolloutError, match=r"i-gone: is no longer an ACTIVE container instance"):
         rollout.run(s3, ecs, params("converged", instances=["i-gone"]), False, CREATED)
 
 

@@ -19,24 +19,32 @@ It runs with the system python3 and boto3, without Ansible: every module it impo
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import logging
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_config import CONFIG_PATH, load_config
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_instance import (
+    HTTP_TIMEOUT_S,
+    build_status,
+    failures_by_model,
+    http_request,
+    imds_instance_id,
+    instance_metadata,
+    smoke_test,
+    triton_tasks,
+    utc_now,
+)
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     CANARY,
     CURRENT,
-    STATUS_SCHEMA,
     parse_release,
     release_key,
     release_models,
@@ -45,215 +53,9 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
     target_release,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import ModelStateError, ensure_loaded, serving
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import (
-    FAILURE,
-    TritonClient,
-    TritonError,
-    open_direct,
-    sum_by_label,
-    zero_inputs,
-)
-
-CONFIG_PATH = "/etc/inferops/model-agent.json"
-DEFAULTS: dict[str, Any] = {
-    "prefix": "",
-    "cluster": None,
-    "host_path": "/mnt/models",
-    "poll_interval_s": 30,
-    "keep_versions": 2,
-    "introspection_url": "http://127.0.0.1:51678",
-    "imds_url": "http://169.254.169.254",
-    "endpoint_url": None,
-    "triton_container_name": "triton",
-    "triton_http_port": 8000,
-    "triton_metrics_port": 8002,
-    "boot_attempts": 5,
-    "boot_retry_delay_s": 10,
-    "load_timeout_s": 300,
-    "sync_threads": 4,
-    "smoke_inference": True,
-}
-REQUIRED = ("bucket", "application", "region")
-_INTEGERS = (
-    "poll_interval_s",
-    "keep_versions",
-    "triton_http_port",
-    "triton_metrics_port",
-    "boot_attempts",
-    "load_timeout_s",
-    "sync_threads",
-)
-HTTP_TIMEOUT_S = 2.0
-SMOKE_TIMEOUT_S = 30.0
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError
 
 log = logging.getLogger("inferops-model-agent")
-
-
-class ConfigError(ValueError):
-    """The agent's configuration file is unusable; the message names the field, the value and the fix."""
-
-
-# ---------------------------------------------------------------- configuration
-
-
-def parse_config(raw: bytes, where: str) -> dict[str, Any]:
-    """The agent's configuration: the file's values over DEFAULTS, each checked."""
-    try:
-        given = json.loads(raw)
-    except ValueError as err:
-        raise ConfigError(f"{where} is not JSON ({err}); rewrite it (the launch template's user data writes it)") from err
-    if not isinstance(given, dict):
-        raise ConfigError(f"{where} must hold a JSON object")
-    unknown = sorted(set(given) - set(DEFAULTS) - set(REQUIRED))
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}; known: {sorted(set(DEFAULTS) | set(REQUIRED))}")
-    config = dict(DEFAULTS, **given)
-    for key in REQUIRED:
-        if not isinstance(config.get(key), str) or not config[key]:
-            raise ConfigError(f"{where}: {key}={config.get(key)!r}; set it to a non-empty string")
-    for key in _INTEGERS:
-        if isinstance(config[key], bool) or not isinstance(config[key], int) or config[key] < 1:
-            raise ConfigError(f"{where}: {key}={config[key]!r}; expected a positive integer")
-    if (
-        isinstance(config["boot_retry_delay_s"], bool)
-        or not isinstance(config["boot_retry_delay_s"], (int, float))
-        or config["boot_retry_delay_s"] < 0
-    ):
-        raise ConfigError(f"{where}: boot_retry_delay_s={config['boot_retry_delay_s']!r}; expected seconds >= 0")
-    if not isinstance(config["smoke_inference"], bool):
-        raise ConfigError(f"{where}: smoke_inference={config['smoke_inference']!r}; expected true or false")
-    if not os.path.isabs(str(config["host_path"])):
-        raise ConfigError(f"{where}: host_path={config['host_path']!r}; expected an absolute path (the model host path)")
-    return config
-
-
-def load_config(path: str) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        return parse_config(f.read(), path)
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# ---------------------------------------------------------------- the instance: identity and tasks
-
-
-def http_request(url: str, method: str = "GET", headers: dict[str, str] | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> bytes:
-    request = urllib.request.Request(url, method=method, headers=headers or {})
-    with open_direct(request, timeout_s) as resp:
-        return resp.read()
-
-
-def imds_instance_id(imds_url: str) -> str:
-    """The instance id through IMDSv2: a session token first (PUT), then the metadata read with it."""
-    token = http_request(f"{imds_url}/latest/api/token", "PUT", {"X-aws-ec2-metadata-token-ttl-seconds": "300"}).decode()
-    return http_request(f"{imds_url}/latest/meta-data/instance-id", headers={"X-aws-ec2-metadata-token": token}).decode().strip()
-
-
-def agent_metadata(introspection_url: str) -> dict[str, Any]:
-    """The ECS agent's view of this instance ({} while the agent is not running, e.g. during boot hydration)."""
-    try:
-        return json.loads(http_request(f"{introspection_url}/v1/metadata"))
-    except (OSError, ValueError):
-        return {}
-
-
-def triton_tasks(listing: dict[str, Any], container_name: str, http_port: int, metrics_port: int) -> list[dict[str, Any]]:
-    """The running Triton tasks in the introspection answer (`GET /v1/tasks`) and how to reach each.
-
-    An awsvpc task has its own ENI address (the container's Networks[].IPv4Addresses) and listens on the container
-    ports; a bridge or host task is reached on the instance at the host ports its port bindings (Ports) give.
-    """
-    found = []
-    for task in listing.get("Tasks") or []:
-        if task.get("KnownStatus") != "RUNNING" or task.get("DesiredStatus") not in (None, "RUNNING"):
-            continue
-        for container in task.get("Containers") or []:
-            if container.get("Name") != container_name:
-                continue
-            addresses = [a for network in container.get("Networks") or [] for a in network.get("IPv4Addresses") or []]
-            modes = {network.get("NetworkMode") for network in container.get("Networks") or []}
-            if "awsvpc" in modes and addresses:
-                host, ports = addresses[0], {http_port: http_port, metrics_port: metrics_port}
-            else:
-                host = "127.0.0.1"
-                ports = {p.get("ContainerPort"): p.get("HostPort") for p in container.get("Ports") or [] if p.get("HostPort")}
-            if http_port not in ports:
-                log.warning("task %s: container %s publishes no port for %s; skipped", task.get("Arn"), container_name, http_port)
-                continue
-            found.append(
-                {
-                    "arn": task.get("Arn"),
-                    "url": f"http://{host}:{ports[http_port]}",
-                    "metrics_url": f"http://{host}:{ports[metrics_port]}/metrics" if metrics_port in ports else None,
-                }
-            )
-    return sorted(found, key=lambda t: t["arn"] or "")
-
-
-def smoke_test(client: TritonClient, model: str, version: int) -> None:
-    """One inference of zeros on the version just loaded; TritonError (naming the smoke test) when it does not answer."""
-    try:
-        client.infer(model, zero_inputs(client.model_metadata(model, str(version))), version=str(version), timeout_s=SMOKE_TIMEOUT_S)
-    except TritonError as err:
-        raise TritonError(f"smoke inference on {model} version {version} (zeros, variable dimensions as 1) failed: {err}") from err
-
-
-def failures_by_model(metrics_text: str) -> dict[str, int]:
-    """nv_inference_request_failure per model (summed over versions) from Triton's Prometheus text."""
-    return {model: int(value) for model, value in sum_by_label(metrics_text, FAILURE, "model").items()}
-
-
-# ---------------------------------------------------------------- status
-
-
-def release_applied(
-    wanted: dict[str, int], synced: dict[str, list[int]], loaded: dict[str, dict[str, list[int]]], tasks: list[dict]
-) -> bool:
-    """Every wanted version synced, and serving (READY) on every Triton task found; no task unreachable."""
-    if any(version not in synced.get(model, []) for model, version in wanted.items()):
-        return False
-    if not all(task["ready"] for task in tasks):
-        return False
-    return all(version in loaded.get(model, {}).get(task["arn"], []) for model, version in wanted.items() for task in tasks)
-
-
-def build_status(
-    config: dict[str, Any],
-    identity: dict[str, Any],
-    release: dict[str, Any] | None,
-    state: str,
-    synced: dict[str, list[int]],
-    loaded: dict[str, dict[str, list[int]]],
-    tasks: list[dict[str, Any]],
-    failures: dict[str, dict[str, int]],
-    last_error: str | None,
-    hydrated_at: str | None,
-) -> dict[str, Any]:
-    """The status object of the contract (P/status/APP/<instance-id>.json)."""
-    wanted = release_models(release)
-    # Boot hydration loads nothing (no task runs before ECS starts): "applied" is for the serving agent to say.
-    applied = state == "applying" and release_applied(wanted, synced, loaded, tasks)
-    return {
-        "schema": STATUS_SCHEMA,
-        "application": config["application"],
-        "instance_id": identity["instance_id"],
-        "container_instance_arn": identity.get("container_instance_arn"),
-        "cluster": identity.get("cluster"),
-        "release_id": release["release_id"] if release else None,
-        "state": "applied" if applied else state,
-        "applied": applied,
-        "models": {
-            model: {"wanted": version, "synced": synced.get(model, []), "loaded": loaded.get(model, {})}
-            for model, version in wanted.items()
-        },
-        "tasks": [{"arn": t["arn"], "url": t["url"], "ready": t["ready"]} for t in tasks],
-        "inference_failures": failures,
-        "last_error": last_error,
-        "updated": utc_now(),
-        "hydrated_at": hydrated_at,
-    }
 
 
 # ---------------------------------------------------------------- S3 client
@@ -513,12 +315,6 @@ class ModelAgent:
             status = self.reconcile()
             log.debug("state %s, release %s", status["state"], status["release_id"])
             time.sleep(self.config["poll_interval_s"])
-
-
-def instance_metadata(config: dict[str, Any]) -> dict[str, Any]:
-    """Container instance ARN and cluster from the ECS agent, once it runs (the config's cluster until then)."""
-    metadata = agent_metadata(config["introspection_url"])
-    return {"container_instance_arn": metadata.get("ContainerInstanceArn"), "cluster": metadata.get("Cluster") or config["cluster"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ import stat
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.local_repository import sha256_file
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import (
     ManifestError,
     build_manifest,
@@ -27,7 +28,6 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manife
     manifest_key,
     render_manifest,
 )
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import sha256_file
 
 # Left out of a publish (and reported): Python writes it next to model.py when the directory is writable.
 IGNORED_DIRS = ("__pycache__",)

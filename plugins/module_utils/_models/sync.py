@@ -14,28 +14,37 @@ copy with the old one in one renameat2(RENAME_EXCHANGE), so a serving version ne
 copy then goes to ``.trash-*`` and is deleted. Removal is the same: rename to ``.trash-*``, then delete. Staging and
 trash left by a killed run (directories or files) are removed by the next run.
 
-What counts as a local version: a real directory (not a symlink) named by a canonical positive integer. A complete
-one also has its verified manifest next to it, and files of the listed sizes. Prune counts only complete versions;
+What counts as a (complete) local version is `local_repository`'s rule. Prune counts only complete versions;
 anything else in the model directory is left alone and reported.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
-import fcntl
-import hashlib
 import os
-import re
 import shutil
-import stat
 import tempfile
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.local_repository import (
+    STAGING_PREFIX,
+    complete_versions,
+    exchange,
+    fsync_dir,
+    is_real_dir,
+    local_versions,
+    model_lock,
+    read_local_manifest,
+    read_raw,
+    remove_dir,
+    sha256_file,
+    size_is,
+    stale_entries,
+    unexpected_entries,
+    write_atomic,
+)
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import (
     CONFIG_FILE,
     MANIFEST_SUFFIX,
@@ -55,95 +64,21 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manife
     versions_from_keys,
 )
 
-LOCK_FILE = ".sync.lock"
-STAGING_PREFIX = ".staging-"
-TRASH_PREFIX = ".trash-"
 DOWNLOAD_THREADS = 8
-_VERSION_NAME = re.compile(r"[1-9][0-9]{0,17}")  # canonical, and within Triton's int64 version numbers
-_RENAME_EXCHANGE = 2  # linux/fs.h
-
-
-def sha256_file(path: str) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_s3.CHUNK_BYTES), b""):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
-
-
-def _is_real_dir(path: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def local_versions(model_dir: str) -> list[int]:
-    """Version directories in place (canonical integer names, real directories, never symlinks), ascending."""
-    if not _is_real_dir(model_dir):
-        return []
-    return sorted(int(n) for n in os.listdir(model_dir) if _VERSION_NAME.fullmatch(n) and _is_real_dir(os.path.join(model_dir, n)))
-
-
-def complete_versions(model_dir: str, model: str) -> list[int]:
-    """Local versions with their verified manifest next to them and every listed file at its listed size."""
-    complete = []
-    for version in local_versions(model_dir):
-        recorded = _read_local_manifest(model_dir, model, version)
-        if recorded and all(
-            _size_is(os.path.join(model_dir, str(version), path), size) for path, (size, _sha) in manifest_files(recorded).items()
-        ):
-            complete.append(version)
-    return complete
-
-
-def unexpected_entries(model_dir: str, model: str) -> list[str]:
-    """Entries of a model directory that are neither a complete version, its manifest, config.pbtxt nor the sync's own."""
-    if not _is_real_dir(model_dir):
-        return []
-    complete = {str(v) for v in complete_versions(model_dir, model)}
-    expected = complete | {f"{v}{MANIFEST_SUFFIX}" for v in complete} | {CONFIG_FILE, LOCK_FILE}
-    return sorted(n for n in os.listdir(model_dir) if n not in expected and not n.startswith((STAGING_PREFIX, TRASH_PREFIX)))
-
-
-def stale_entries(model_dir: str) -> list[str]:
-    """Staging and trash left by a run that was killed (only a run holding the lock makes them)."""
-    if not _is_real_dir(model_dir):
-        return []
-    return sorted(n for n in os.listdir(model_dir) if n.startswith((STAGING_PREFIX, TRASH_PREFIX)))
-
-
-def _read_local_manifest(model_dir: str, model: str, version: int) -> dict[str, Any] | None:
-    raw = _read_raw(os.path.join(model_dir, f"{version}{MANIFEST_SUFFIX}"))
-    try:
-        return None if raw is None else parse_manifest(raw, model, version)
-    except ManifestError:
-        return None
-
-
-def _size_is(path: str, size: int) -> bool:
-    """A regular file (not a symlink) of this size."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_size == size
 
 
 def _in_place(
     version_dir: str, files: dict[str, tuple[int, str]], recorded: dict[str, tuple[int, str]] | None, verify_local: bool
 ) -> dict[str, tuple[int, str]]:
     """What the version directory verifiably holds: the recorded manifest when sizes agree, else hashed."""
-    if not _is_real_dir(version_dir):
+    if not is_real_dir(version_dir):
         return {}
     if recorded is not None and not verify_local:
-        return {p: v for p, v in recorded.items() if p in files and _size_is(os.path.join(version_dir, p), v[0])}
+        return {p: v for p, v in recorded.items() if p in files and size_is(os.path.join(version_dir, p), v[0])}
     found = {}
     for path, (size, _sha) in files.items():
         full = os.path.join(version_dir, path)
-        if _size_is(full, size):
+        if size_is(full, size):
             found[path] = sha256_file(full)
     return found
 
@@ -152,82 +87,14 @@ def _elsewhere(model_dir: str, model: str, skip: int) -> dict[tuple[str, str], s
     """(path, sha256) → a file of another local version with that content, from the recorded manifests."""
     found: dict[tuple[str, str], str] = {}
     for version in local_versions(model_dir):
-        recorded = _read_local_manifest(model_dir, model, version) if version != skip else None
+        recorded = read_local_manifest(model_dir, model, version) if version != skip else None
         if not recorded:
             continue
         for path, (size, sha) in manifest_files(recorded).items():
             full = os.path.join(model_dir, str(version), path)
-            if _size_is(full, size):
+            if size_is(full, size):
                 found.setdefault((path, sha), full)
     return found
-
-
-def _remove_entry(path: str) -> None:
-    """A directory tree or a file (or a symlink, never followed)."""
-    if _is_real_dir(path):
-        shutil.rmtree(path)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-
-
-@contextlib.contextmanager
-def model_lock(model_dir: str) -> Iterator[None]:
-    """One sync per model directory at a time (a second waits); stale staging and trash from a killed run are removed."""
-    os.makedirs(model_dir, mode=0o755, exist_ok=True)
-    with open(os.path.join(model_dir, LOCK_FILE), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for name in stale_entries(model_dir):
-            _remove_entry(os.path.join(model_dir, name))
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=STAGING_PREFIX)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_dir(model_dir: str, name: str) -> None:
-    """Rename out of Triton's sight first, then delete: a half-deleted version is never visible."""
-    trash = tempfile.mkdtemp(dir=model_dir, prefix=TRASH_PREFIX)
-    os.rename(os.path.join(model_dir, name), os.path.join(trash, name))
-    shutil.rmtree(trash)
-
-
-def exchange(path_a: str, path_b: str) -> bool:
-    """Swap two directories in one step (renameat2 RENAME_EXCHANGE); False when the kernel or filesystem cannot."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is None:
-        return False
-    at_fdcwd = -100
-    if renameat2(at_fdcwd, os.fsencode(path_a), at_fdcwd, os.fsencode(path_b), _RENAME_EXCHANGE) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
-        return False
-    raise OSError(code, os.strerror(code), path_a)
 
 
 def resolve_manifest(s3: Any, bucket: str, prefix: str, model: str, version: str | int) -> tuple[int, dict[str, Any], list[str]]:
@@ -274,7 +141,7 @@ def sync_version(
 
     def plan() -> tuple[dict[str, list[str]], dict[tuple[str, str], str]]:
         """(what to keep, link and download; where other local versions hold each file)."""
-        recorded = _read_local_manifest(model_dir, model, number)
+        recorded = read_local_manifest(model_dir, model, number)
         in_place = _in_place(version_dir, files, manifest_files(recorded) if recorded else None, verify_local)
         elsewhere = _elsewhere(model_dir, model, number)
         return plan_files(files, in_place, elsewhere), elsewhere
@@ -283,15 +150,15 @@ def sync_version(
     manifest_path = os.path.join(model_dir, f"{number}{MANIFEST_SUFFIX}")
 
     def needs_swap(steps: dict[str, list[str]]) -> bool:
-        return bool(steps["link"] or steps["download"] or _extra_files(version_dir, files) or _read_raw(manifest_path) != manifest_bytes)
+        return bool(steps["link"] or steps["download"] or _extra_files(version_dir, files) or read_raw(manifest_path) != manifest_bytes)
 
-    if os.path.lexists(version_dir) and not _is_real_dir(version_dir):
+    if os.path.lexists(version_dir) and not is_real_dir(version_dir):
         raise ManifestError(
             f"{version_dir} is a symlink or a file, not a version directory; the sync never writes through it: remove it and sync again"
         )
     steps = plan()[0]
     complete = not needs_swap(steps)
-    config_changed = _read_raw(config_path) != config_bytes
+    config_changed = read_raw(config_path) != config_bytes
     stale = stale_entries(model_dir)
     result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"], config_changed=config_changed)
     result.update(cleaned=stale, redownloaded=[])
@@ -304,26 +171,18 @@ def sync_version(
         steps, elsewhere = plan()  # again under the lock: another sync may have finished meanwhile
         result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"])
         # The config first: the version directory appears only once everything it needs is in place.
-        if _read_raw(config_path) != config_bytes:
-            _write_atomic(config_path, config_bytes)
+        if read_raw(config_path) != config_bytes:
+            write_atomic(config_path, config_bytes)
         if needs_swap(steps):
             result["redownloaded"] = _stage_and_swap(s3, bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes)
-        _fsync_dir(model_dir)
+        fsync_dir(model_dir)
     result["unexpected"] = unexpected_entries(model_dir, model)
     return result
 
 
-def _read_raw(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def _extra_files(version_dir: str, files: dict[str, tuple[int, str]]) -> list[str]:
     """Entries in the version directory that the manifest does not list (a stale or tampered directory); symlinks count."""
-    if not _is_real_dir(version_dir):
+    if not is_real_dir(version_dir):
         return []
     extra = []
     for root, dirs, names in os.walk(version_dir):
@@ -384,15 +243,15 @@ def _stage_and_swap(
             for d in dirs:
                 os.chmod(os.path.join(root, d), 0o755)
         os.chmod(staging, 0o755)
-        _fsync_dir(staging)
+        fsync_dir(staging)
         # The manifest before the directory: a version in place always has its record next to it.
-        _write_atomic(os.path.join(model_dir, f"{number}{MANIFEST_SUFFIX}"), manifest_bytes)
-        if _is_real_dir(version_dir) and exchange(staging, version_dir):
+        write_atomic(os.path.join(model_dir, f"{number}{MANIFEST_SUFFIX}"), manifest_bytes)
+        if is_real_dir(version_dir) and exchange(staging, version_dir):
             pass  # a repair: the new copy took the old one's place in one step; the old one is now at `staging`
         else:
-            if _is_real_dir(version_dir):
+            if is_real_dir(version_dir):
                 # This filesystem cannot exchange: the old copy goes out of sight just before the new one comes in.
-                _remove_dir(model_dir, str(number))
+                remove_dir(model_dir, str(number))
             os.rename(staging, version_dir)
             staging = ""
     finally:
@@ -422,10 +281,10 @@ def prune_versions(host_path: str, model: str, keep: int, protect: list[int], ch
     if result["changed"] and not check_mode:
         with model_lock(model_dir):  # removes the stale staging and trash
             for version in remove:
-                if _is_real_dir(os.path.join(model_dir, str(version))):
-                    _remove_dir(model_dir, str(version))
+                if is_real_dir(os.path.join(model_dir, str(version))):
+                    remove_dir(model_dir, str(version))
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(model_dir, f"{version}{MANIFEST_SUFFIX}"))
-            _fsync_dir(model_dir)
+            fsync_dir(model_dir)
     result["unexpected"] = unexpected_entries(model_dir, model)
     return result
