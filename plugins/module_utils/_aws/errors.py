@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
 try:
     from botocore.exceptions import BotoCoreError, ClientError
 except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing library
@@ -13,7 +17,7 @@ except ImportError:  # pragma: no cover - AnsibleAWSModule reports the missing l
 
     ClientError = BotoCoreError  # type: ignore[assignment,misc]
 
-__all__ = ["BotoCoreError", "ClientError", "InputError", "error_code"]
+__all__ = ["BotoCoreError", "ClientError", "InputError", "error_code", "input_report", "module_errors"]
 
 
 def error_code(err: Exception) -> str:
@@ -26,3 +30,35 @@ class InputError(Exception):
     def __init__(self, errors: list[str] | str) -> None:
         self.errors = [errors] if isinstance(errors, str) else list(errors)
         super().__init__("; ".join(self.errors))
+
+
+def input_report(err: InputError) -> dict[str, Any]:
+    """fail_json's arguments for bad input: the joined message and each error on its own."""
+    return {"msg": str(err), "errors": err.errors}
+
+
+@contextlib.contextmanager
+def module_errors(
+    module: Any,
+    aws_msg: str | None = None,
+    reports: dict[Any, Callable[[Any], dict[str, Any]]] | None = None,
+    details: Callable[[], dict[str, Any]] = dict,
+) -> Iterator[None]:
+    """The end of every module's main(): what the work raises ends the module with failed=true, its reason named.
+
+    An AWS call's error leaves through fail_json_aws(msg=aws_msg) (not caught without aws_msg); InputError through
+    fail_json with its errors; `reports` maps the module's own exception classes (or tuples of them) to fail_json's
+    arguments, first match wins. `details()`, read at failure time, adds what the run did so far to any of them.
+    """
+    reports = {InputError: input_report, **(reports or {})}
+    # `except` takes a flat tuple of classes; a key may be a tuple itself.
+    reported = tuple(cls for key in reports for cls in (key if isinstance(key, tuple) else (key,)))
+    try:
+        yield
+    except (BotoCoreError, ClientError) as e:
+        if aws_msg is None:
+            raise
+        module.fail_json_aws(e, msg=aws_msg, **details())
+    except reported as e:
+        report = next(report for error, report in reports.items() if isinstance(e, error))
+        module.fail_json(**report(e), **details())
