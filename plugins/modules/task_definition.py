@@ -14,10 +14,13 @@ description:
     from a few high-level options, and registers a new revision only when it differs from the latest
     ACTIVE revision of the family.
   - The comparison uses a canonical form of both sides (read-only fields stripped, the defaults AWS
-    fills filled in, order-free lists sorted, tags included), so re-applying the same options never
+    fills filled in, order-free lists sorted), so re-applying the same options never
     registers a phantom revision. A run with nothing to change makes one ECS read call (two with
     O(resolve_image_digest)), whatever the number of revisions in the family.
   - All input is validated before the first AWS call; each error names the field, the value and the fix.
+  - O(tags) do not make a revision. When only they differ, the latest ACTIVE revision is tagged in place
+    (C(TagResource)/C(UntagResource)); a new revision is registered with the converged tags. With O(tags) omitted the
+    revision's tags are left alone and carried to a new revision.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -192,23 +195,6 @@ options:
   task_role_arn:
     description: Role the containers use for AWS calls.
     type: str
-  placement_constraints:
-    description: Task placement constraints.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      type:
-        description: V(memberOf) or V(distinctInstance).
-        type: str
-        required: true
-      expression:
-        description: Cluster query language expression for V(memberOf).
-        type: str
-  tags:
-    description: Tags of the task definition; compared like every other field.
-    type: dict
-    default: {}
   container_overrides:
     description:
       - Deep-merged into the rendered Triton container definition, for anything this module does not model.
@@ -231,11 +217,22 @@ options:
       - Keep at most this many ACTIVE revisions of the family, deregistering the oldest ones that no service uses.
       - Unset keeps every revision. When set, every run lists the family's revisions, and the services when some are beyond the limit.
     type: int
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Registers, tags and deregisters nothing, and returns the rendered definition and the diff.
+  diff_mode:
+    support: full
+    details:
+      - The diff is the canonical form of the latest ACTIVE revision (before) and of the rendered definition (after), tags included.
 notes:
-  - Check mode registers and deregisters nothing, and returns the rendered definition and the diff.
   - The Triton container is named C(triton). It expects the image built by the C(triton_image) role, whose entrypoint
     reads the C(TRITON_*) variables; for another image, set C(entryPoint) and C(command) through O(container_overrides).
 extends_documentation_fragment:
+  - inferops.triton_ecs.placement_constraints
+  - inferops.triton_ecs.attributes
+  - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -312,7 +309,12 @@ actions:
   returned: always
   type: list
   elements: str
-  sample: ["registered triton:7", "deregistered triton:1"]
+  sample: ["registered triton:7", "tagged triton:7: team", "deregistered triton:1"]
+tags:
+  description: Tags of RV(task_definition_arn) (in check mode, as they would be).
+  returned: state=present
+  type: dict
+  sample: {team: inference}
 kept_in_use:
   description: Revisions beyond O(keep_revisions) kept because a service uses them, as ARN to services.
   returned: when keep_revisions is set
@@ -323,10 +325,10 @@ kept_in_use:
 # Ansible modules keep their imports below the documentation strings.
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.plan import absent, present  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.secrets import values_to_hide  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import TaskDefinitionError, validate  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import validate  # noqa: E402
 
 
 def main() -> None:
@@ -385,7 +387,8 @@ def main() -> None:
             default=[],
             options=dict(type=dict(type="str", required=True), expression=dict(type="str")),
         ),
-        tags=dict(type="dict", default={}),
+        tags=dict(type="dict", aliases=["resource_tags"]),
+        purge_tags=dict(type="bool", default=True),
         container_overrides=dict(type="dict", default={}),
         extra_containers=dict(type="list", elements="dict", default=[]),
         keep_revisions=dict(type="int"),
@@ -396,16 +399,14 @@ def main() -> None:
         required_if=[("state", "present", ["image"])],
     )
     module.no_log_values.update(values_to_hide(module.params))
-    try:
+    with module_errors(module):
         warnings = validate(module.params)
-    except TaskDefinitionError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
     for warning in warnings:
         module.warn(warning)
 
     retry = AWSRetry.jittered_backoff()
     ecs = module.client("ecs", retry_decorator=retry)
-    try:
+    with module_errors(module, f"ECS task definition family {module.params['family']}: AWS call failed"):
         if module.params["state"] == "present":
             result = present(
                 ecs,
@@ -416,10 +417,6 @@ def main() -> None:
             )
         else:
             result = absent(ecs, module.params, check_mode=module.check_mode)
-    except TaskDefinitionError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"ECS task definition family {module.params['family']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -78,5 +78,9 @@ def test_tags_converge_on_every_module_and_purge_keeps_the_cutover_lock(moto_ser
     assert ecs_tags(ecs.describe_capacity_providers(capacityProviders=["gpu-tags"], include=["TAGS"])["capacityProviders"][0]) == TAGS_AFTER
     services = ecs.describe_services(cluster="tags", services=["tagapp-blue", "tagapp-green"], include=["TAGS"])["services"]
     assert [ecs_tags(service) for service in services] == [{**TAGS_AFTER, "inferops:color": color} for color in ("blue", "green")]
+    assert ecs.list_task_definitions(familyPrefix="tagtd")["taskDefinitionArns"] == [
+        f"{variables['task_definition'].rsplit('/', 1)[0]}/tagtd:1"
+    ]
+    assert ecs_tags(ecs.describe_task_definition(taskDefinition="tagtd:1", include=["TAGS"])) == TAGS_AFTER
     assert elbv2_tags(elbv2, listeners[80]) == {**TAGS_AFTER, **LOCK_TAGS}
     assert elbv2_tags(elbv2, listeners[8080]) == TAGS_AFTER

@@ -32,6 +32,8 @@ class FakeEcs:
             "deregister_task_definition",
             "list_task_definitions",
             "task_definitions_in_use",
+            "tag_resource",
+            "untag_resource",
         ):
             monkeypatch.setattr(_ecs, name, getattr(self, name))
         monkeypatch.setattr(_ecr, "image_digest", self.image_digest)
@@ -72,6 +74,15 @@ class FakeEcs:
     def task_definitions_in_use(self, ecs, clusters=None):
         self.calls.append("services")
         return self.in_use
+
+    def tag_resource(self, ecs, arn, tags):
+        self.calls.append("tag")
+        kept = [t for t in self._find(arn)["tags"] if t["key"] not in tags]
+        self._find(arn)["tags"] = kept + [{"key": k, "value": v} for k, v in tags.items()]
+
+    def untag_resource(self, ecs, arn, keys):
+        self.calls.append("untag")
+        self._find(arn)["tags"] = [t for t in self._find(arn)["tags"] if t["key"] not in keys]
 
     def image_digest(self, ecr, registry_id, repository, tag):
         self.calls.append("ecr")
@@ -177,3 +188,29 @@ def test_registered_definition_is_what_render_produced(fake):
     stored = fake.revisions["triton"][0]
     assert stored["tags"] == [{"key": "team", "value": "ml"}]
     assert stored["taskDefinition"]["containerDefinitions"] == render(params, "us-east-1")["containerDefinitions"]
+
+
+def test_a_tag_change_tags_the_latest_revision_and_registers_none(fake):
+    present(module_params(tags={"team": "ml", "old": "1"}))
+    fake.calls.clear()
+    check = present(module_params(tags={"team": "inference"}), check_mode=True)
+    assert check["changed"] and check["actions"] == ["would tag triton:1: team, old"]
+    assert check["diff"]["after"]["tags"] == [{"key": "team", "value": "inference"}]
+    assert fake.calls == ["describe"]
+    applied = present(module_params(tags={"team": "inference"}))
+    assert applied["changed"] and applied["revision"] == 1 and applied["tags"] == {"team": "inference"}
+    assert fake.calls == ["describe", "describe", "untag", "tag"]
+    assert len(fake.revisions["triton"]) == 1
+    assert fake.revisions["triton"][0]["tags"] == [{"key": "team", "value": "inference"}]
+    again = present(module_params(tags={"team": "inference"}))
+    assert not again["changed"] and again["actions"] == []
+
+
+def test_tags_omitted_are_left_alone_and_carried_to_a_new_revision(fake):
+    present(module_params(tags={"team": "ml"}))
+    assert present(module_params(tags=None))["changed"] is False
+    changed = present(module_params(tags=None, memory=8192))
+    assert changed["revision"] == 2
+    assert fake.revisions["triton"][1]["tags"] == [{"key": "team", "value": "ml"}]
+    kept = present(module_params(tags={"owner": "platform"}, memory=8192, purge_tags=False))
+    assert kept["actions"] == ["tagged triton:2: owner"] and kept["tags"] == {"team": "ml", "owner": "platform"}

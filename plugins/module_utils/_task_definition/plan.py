@@ -14,6 +14,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecr as _ecr
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.canonical import canonicalise, diff, from_describe
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     ecr_repository,
@@ -50,7 +51,9 @@ def present(
         actions.append(f"resolved {params['image']} to {pinned}")
         params["image"] = pinned
     desired = render(params, region)
-    result = ensure(ecs, desired, check_mode=check_mode)
+    if params.get("tags") is None:
+        desired.pop("tags", None)  # tags omitted: the revision's tags are left alone (and carried to a new revision)
+    result = ensure(ecs, desired, check_mode=check_mode, purge_tags=params.get("purge_tags", True))
     actions += result.pop("actions")
     result["image"] = params["image"]
     if params.get("keep_revisions"):
@@ -63,13 +66,24 @@ def present(
     return result
 
 
-def ensure(ecs: Any, desired: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    """Register `desired` (register_task_definition arguments) unless the latest ACTIVE revision already equals it."""
+def _untagged(canonical: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in canonical.items() if k != "tags"}
+
+
+def ensure(ecs: Any, desired: dict[str, Any], check_mode: bool = False, purge_tags: bool = True) -> dict[str, Any]:
+    """Register `desired` (register_task_definition arguments) unless the latest ACTIVE revision already equals it.
+
+    Tags do not make a revision: when only they differ, the latest revision is tagged (TagResource/UntagResource).
+    `desired` without a "tags" key leaves the revision's tags as they are."""
     family = desired["family"]
     current_response = _ecs.latest_active_task_definition(ecs, family)
     current = from_describe(current_response) if current_response else None
+    wanted_tags = _ecs.tags_of(desired) if "tags" in desired else None
+    tags = plan_tags(_ecs.tags_of(current), wanted_tags, purge_tags)
+    desired = {**desired, "tags": _ecs.ecs_tags(tags.after)}
     changes = diff(current, desired)
-    changed = changes["before"] != changes["after"]
+    changed = _untagged(changes["before"]) != _untagged(changes["after"])
+    retag = current is not None and not changed and tags.changed
     arn = current["taskDefinitionArn"] if current else None
     revision = current["revision"] if current else None
     actions = []
@@ -80,8 +94,15 @@ def ensure(ecs: Any, desired: dict[str, Any], check_mode: bool = False) -> dict[
         registered = _ecs.register_task_definition(ecs, desired)["taskDefinition"]
         arn, revision = registered["taskDefinitionArn"], registered["revision"]
         actions.append(f"registered {_short(arn)}")
+    elif retag:
+        actions.append(f"{'would tag' if check_mode else 'tagged'} {_short(arn)}: {', '.join([*tags.to_set, *tags.to_remove])}")
+        if not check_mode and tags.to_remove:
+            _ecs.untag_resource(ecs, arn, tags.to_remove)
+        if not check_mode and tags.to_set:
+            _ecs.tag_resource(ecs, arn, tags.to_set)
     return {
-        "changed": changed,
+        "changed": changed or retag,
+        "tags": tags.after,
         "task_definition_arn": arn,
         "revision": revision,
         "task_definition": changes["after"],
