@@ -13,8 +13,9 @@ import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import rollback as rb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import RANGES, all_input_errors
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Runner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
 from tests.unit.test_bluegreen_runner import TD2, FakeAws, FakeClock
 from tests.unit.test_bluegreen_runner import params as runner_params
 

@@ -8,7 +8,8 @@ import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as sc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Runner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
 from tests.unit.one_page_listings import OnePageListings
 from tests.unit.test_autoscaling import PUBLISHED, FakeScaling
 from tests.unit.test_autoscaling import params as scaling_params

@@ -13,7 +13,9 @@ import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clients, Clock, Runner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
 from tests.unit.one_page_listings import OnePageListings
 
 TD1 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"

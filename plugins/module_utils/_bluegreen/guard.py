@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, LockLost, new_owner
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import StateChanged
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Clock
 
 __all__ = ["ControllerGone", "CutoverGuard", "GuardedClock", "LockLost", "StateChanged", "WriteRefused"]
 

@@ -1,0 +1,261 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""The phases of a blue/green cutover, in run order: capacity, standby up, gates, traffic steps, drain, finish,
+and the rollback that any failure after the first write leads to. Each phase is one method of `CutoverPhases`
+and adds one entry to the run's timeline.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverState
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models
+
+
+class CutoverFailed(Exception):
+    """A gate, alarm or timeout failed after the cutover began: the runner rolls back."""
+
+
+class CutoverPhases(CutoverState):
+    """Each phase of a cutover over the run's view; a failed gate or timeout raises CutoverFailed."""
+
+    DRAIN_POLL_S = 0.5  # how often the old colour's metrics are sampled during the drain
+
+    def phase_capacity(self, plan: bg.Plan) -> None:
+        entry = self._phase("capacity")
+        need = placement.task_needs(self.task_definition)
+        standby = self.colors[plan.new]
+        # standby tasks already running the new task definition keep their place; others are replaced
+        count = self.desired_count() - (standby.running if standby.task_definition == self.td_arn else 0)
+        instances: dict[str, placement.Resources] = {}
+        headroom: list[placement.Headroom] = []
+        if count > 0:
+            instances = placement.usable_instances(ecs_svc.container_instances(self.aws.ecs, self.p["cluster"]))
+            if sum(placement.place(need, count, instances).values()) < count:
+                headroom = self._scaling_headroom()
+        verdict = placement.verdict(need, count, instances, headroom, self.p["cluster"])
+        self._end(entry, "ok" if verdict.ok else "failed", verdict.why)
+        if not verdict.ok:
+            raise bg.PlanError(verdict.why)
+
+    def _scaling_headroom(self) -> list[placement.Headroom]:
+        """What each managed-scaling capacity provider's Auto Scaling group can still add."""
+        cluster = ecs_svc.describe_cluster(self.aws.ecs, self.p["cluster"]) or {}
+        names = [n for n in cluster.get("capacityProviders") or [] if n not in ("FARGATE", "FARGATE_SPOT")]
+        providers = ecs_svc.describe_capacity_providers(self.aws.ecs, names)
+        rooms = []
+        for provider in providers:
+            if provider["name"] not in bg.managed_scaling_providers([provider]):
+                continue
+            arn = (provider.get("autoScalingGroupProvider") or {}).get("autoScalingGroupArn", "")
+            group = capacity.describe_asg(self.aws.autoscaling, capacity.asg_name_of(arn))
+            if group is None:
+                raise bg.PlanError(
+                    f"capacity provider {provider['name']} uses Auto Scaling group {arn}, which does not exist: "
+                    "fix the capacity provider (role fleet_capacity)"
+                )
+            spec, overrides = placement.group_launch_template(group)
+            data = ec2.launch_template_data(self.aws.ec2, spec) if spec else None
+            types = overrides or [(data or {}).get("InstanceType")]
+            described = ec2.describe_instance_types(self.aws.ec2, [t for t in types if t])
+            if not described:
+                raise bg.PlanError(
+                    f"Auto Scaling group {group['AutoScalingGroupName']}: cannot tell its instance type (launch template {spec or 'none'}): "
+                    "give the group a launch template with an InstanceType (role fleet_capacity)"
+                )
+            # with several instance types, count the smallest: the group may launch any of them
+            smallest = min(described, key=lambda t: placement.instance_type_resources(t).gpus)
+            rooms.append(
+                placement.Headroom(
+                    group=group["AutoScalingGroupName"],
+                    instance_type=smallest["InstanceType"],
+                    max_size=int(group.get("MaxSize") or 0),
+                    current=placement.group_current_size(group),
+                    per_instance=placement.instance_type_resources(smallest),
+                )
+            )
+        return rooms
+
+    def phase_standby_up(self, plan: bg.Plan) -> None:
+        entry = self._phase("standby_up")
+        if self.scaling is not None:
+            self._guard_write()
+            self.scaling.set_scale_in(plan.old, True)  # from here to the end of the cutover, the live colour does not shrink
+        desired = self.desired_count()
+        self.point_test_listener(plan.new)
+        self.scale(plan.new, desired, self.td_arn)
+        timeout = self.p["timeouts"]["standby_up_s"]
+        deadline = self.clock.monotonic() + timeout
+        while True:
+            self.colors = self._color_states()
+            problems = bg.serving_problems(self.colors[plan.new], self.td_arn, desired)
+            if not problems:
+                self._end(entry, "ok", f"{self.colors[plan.new].service}: {self.colors[plan.new].healthy} healthy targets")
+                return
+            if self.clock.monotonic() >= deadline:
+                self._end(entry, "failed", "; ".join(problems))
+                raise CutoverFailed(f"standby {plan.new} not serving after {timeout} s: " + "; ".join(problems))
+            self.clock.sleep(min(self.p["timeouts"]["poll_interval_s"], max(deadline - self.clock.monotonic(), 0)))
+
+    def gate_problems(self, color: str) -> list[str]:
+        problems: list[str] = []
+        if self.p.get("alarm_names"):
+            problems += bg.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
+        url = self._test_url(color)
+        if not url:
+            return problems
+        gates = self.p["gates"]
+        client = self.triton(url, gates["request_timeout_s"])
+        try:
+            if not client.live():
+                return [*problems, f"Triton at {url} is not live"]
+            if not client.ready():
+                problems.append(f"Triton at {url} is not ready")
+            if gates.get("expected_models"):
+                problems += unready_models(client.repository_index(), gates["expected_models"])
+            smoke = gates.get("smoke")
+            if smoke and not problems:
+                outputs = client.infer(smoke["model"], smoke.get("inputs") or [], str(smoke.get("version") or ""))
+                problems += bg.smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
+        except TritonError as e:
+            problems.append(f"Triton gate on {url}: {e}")
+        return problems
+
+    def phase_gates(self, plan: bg.Plan) -> None:
+        entry = self._phase("gates")
+        timeout = self.p["gates"]["timeout_s"]
+        deadline = self.clock.monotonic() + timeout
+        while True:
+            problems = self.gate_problems(plan.new)
+            if not problems:
+                self._end(
+                    entry,
+                    "ok",
+                    "alarms OK" + (", Triton ready, models READY, smoke inference as expected" if self._test_url(plan.new) else ""),
+                )
+                return
+            if self.clock.monotonic() >= deadline:
+                self._end(entry, "failed", "; ".join(problems))
+                raise CutoverFailed(f"gate failed on {plan.new}: " + "; ".join(problems))
+            self.clock.sleep(min(self.p["gates"]["interval_s"], max(deadline - self.clock.monotonic(), 0)))
+
+    def _test_url(self, color: str) -> str | None:
+        return (self.p.get("test_route_urls") or {}).get(color) or self.p.get("test_route_url")
+
+    def _watch(self, color: str, seconds: float, what: str) -> None:
+        """Wait `seconds` (a told wait), checking alarms and gates every watch_interval_s; raise on the first failure."""
+        end = self.clock.monotonic() + seconds
+        interval = self.p["watch_interval_s"] or 1
+        while self.clock.monotonic() < end:
+            self.clock.told_sleep(min(interval, end - self.clock.monotonic()))
+            problems = self.gate_problems(color)
+            if problems:
+                raise CutoverFailed(f"{what} on {color}: " + "; ".join(problems))
+
+    def phase_traffic(self, plan: bg.Plan) -> None:
+        for step in plan.steps:
+            entry = self._phase(f"traffic {step}%")
+            self.set_weights({plan.new: step, plan.old: 100 - step})
+            try:
+                self._watch(plan.new, self.p["bake_time_s"], f"bake at {step}%")
+            except CutoverFailed as e:
+                self._end(entry, "failed", str(e))
+                raise
+            self._end(entry, "ok", f"{plan.new}={step} {plan.old}={100 - step}, baked {self.p['bake_time_s']} s")
+        if not plan.steps:
+            self._end(self._phase("traffic"), "skipped", f"{plan.new} already has 100%")
+
+    def phase_drain(self, plan: bg.Plan) -> None:
+        entry = self._phase("drain")
+        drain = self.p["drain"]
+        urls = (drain.get("metrics_urls") or {}).get(plan.old) or []
+        if self.colors[plan.old].desired == 0 or not self.scale_down_old:
+            self._end(
+                entry, "skipped", f"{plan.old} is " + ("already scaled down" if self.colors[plan.old].desired == 0 else "kept at full size")
+            )
+            return
+        if not urls:
+            self.clock.told_sleep(drain["quiet_period_s"])
+            self._end(entry, "ok", f"no metrics URL for {plan.old}: waited the quiet period of {drain['quiet_period_s']} s")
+            return
+        quiet_for = drain["quiet_period_s"]
+        deadline = self.clock.monotonic() + drain["timeout_s"]
+        previous = self._samples(urls)
+        last_activity = self.clock.monotonic()
+        while True:
+            self.clock.told_sleep(min(self.DRAIN_POLL_S, quiet_for or self.DRAIN_POLL_S, max(deadline - self.clock.monotonic(), 0)))
+            current = self._samples(urls)
+            now = self.clock.monotonic()
+            if previous is None or current is None or not bg.is_quiet(previous, current):
+                last_activity = now
+            previous = current
+            if now - last_activity >= quiet_for:
+                self._end(entry, "ok", f"{plan.old} quiet for {quiet_for} s on {len(urls)} endpoint(s)")
+                return
+            if now >= deadline:
+                pending = sum(bg.in_flight(m) for m in current or [])
+                self._end(
+                    entry, "timed_out", f"{plan.old} still busy after {drain['timeout_s']} s ({pending:g} queued): scaling down anyway"
+                )
+                return
+
+    def _samples(self, urls: list[str]) -> list[dict[str, float]] | None:
+        try:
+            return [self.triton(url, self.p["gates"]["request_timeout_s"]).metrics(url) for url in urls]
+        except (TritonError, OSError):
+            return None  # an endpoint that stopped answering is not proof of quiet; the timeout bounds the wait
+
+    def phase_finish(self, plan: bg.Plan) -> None:
+        entry = self._phase("finish")
+        if self.scaling is not None:
+            self._guard_write()
+            self.scaling.move(plan.old, plan.new)  # before the old colour is scaled down: its target would scale it back up
+        old = self.colors[plan.old]
+        if not self.scale_down_old:
+            self._end(entry, "ok", f"{old.service} kept at {old.desired} tasks for instant rollback (old_color=keep)")
+            return
+        if old.desired == 0:
+            self._end(entry, "skipped", f"{old.service} already scaled down")
+            return
+        wait = self.p["termination_wait_s"]
+        if wait:
+            try:
+                self._watch(plan.new, wait, "termination wait")
+            except CutoverFailed as e:
+                self._end(entry, "failed", str(e))
+                raise
+        self.scale(plan.old, 0)
+        if self.p["drain"]["wait_deregistration"]:
+            deadline = self.clock.monotonic() + self.p["drain"]["timeout_s"]
+            while self.clock.monotonic() < deadline and any(
+                h.get("TargetHealth", {}).get("State") == "draining" for h in elb.describe_target_health(self.aws.elbv2, self.tgs[plan.old])
+            ):
+                self.clock.sleep(self.p["timeouts"]["poll_interval_s"])
+        self._end(entry, "ok", f"{old.service} scaled to 0" + (f" after a termination wait of {wait} s" if wait else ""))
+
+    def phase_rollback(self, plan: bg.Plan, reason: str = "") -> None:
+        entry = self._phase("rollback")
+        reason = reason or plan.reason
+        detected = self.clock.monotonic()
+        detected_at = self.clock.stamp()
+        self.set_weights({plan.old: 100, plan.new: 0})
+        restored = self.clock.monotonic()
+        restored_at = self.clock.stamp()
+        if self.scaling is not None:
+            self._guard_write()
+            self.scaling.move(plan.new, plan.old)  # the target and policies stay on (or go back to) the colour that serves
+        self.scale(plan.new, 0)
+        self.rollback = {
+            "reason": reason,
+            "to_color": plan.old,
+            "detected_at": detected_at,
+            "weights_restored_at": restored_at,
+            "seconds": round(restored - detected, 3),
+        }
+        self._end(entry, "ok", f"traffic back on {plan.old}: {reason}")

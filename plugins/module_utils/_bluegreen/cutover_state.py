@@ -1,0 +1,238 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""What one blue/green run reads from AWS, and the writes it makes, each checked against AWS first.
+
+`CutoverState` holds the run's view (production weights, each colour's service and target health, the task
+definition), its timeline, and the three writes a cutover makes: production weights, a service's size and task
+definition, the test listener. The phases (`cutover_phases.py`) and the run (`runner.py`) build on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
+
+
+class Clients:
+    """The AWS clients of one module run (Auto Scaling, EC2 and Application Auto Scaling for capacity and autoscaling)."""
+
+    def __init__(
+        self, ecs: Any, elbv2: Any, cloudwatch: Any, autoscaling: Any = None, ec2: Any = None, application_autoscaling: Any = None
+    ) -> None:
+        self.ecs = ecs
+        self.elbv2 = elbv2
+        self.cloudwatch = cloudwatch
+        self.autoscaling = autoscaling
+        self.ec2 = ec2
+        self.application_autoscaling = application_autoscaling
+
+
+class CutoverState:
+    """The run's view of one application in AWS, its timeline, and its checked writes."""
+
+    def __init__(
+        self,
+        params: dict[str, Any],
+        clients: Clients,
+        check_mode: bool = False,
+        clock: Clock | None = None,
+        triton: Callable[[str, float], Any] = TritonClient,
+        guard: Any = None,
+    ) -> None:
+        self.p = params
+        self.aws = clients
+        self.check_mode = check_mode
+        self.clock = clock or Clock()
+        self.triton = triton
+        self.tgs: dict[str, str] = params["target_groups"]
+        self.services = {c: f"{params['name']}-{c}" for c in bg.COLORS}
+        self.timeline: list[dict[str, Any]] = []
+        self.writes: list[str] = []
+        self.rollback: dict[str, Any] | None = None
+        self.weights: dict[str, int] = {}
+        self.colors: dict[str, bg.ColorState] = {}
+        self.prod_actions: list[dict[str, Any]] = []
+        self.td_arn = ""
+        self.task_definition: dict[str, Any] = {}
+        self.before: dict[str, Any] = {}
+        self.guard = guard  # _bluegreen_guard.CutoverGuard: controller alive and lock held before each write
+        self.scaling = (
+            scaling.CutoverScaling(
+                clients.application_autoscaling, clients.cloudwatch, params["cluster"], self.services, params["name"], self.writes
+            )
+            if params.get("autoscaling")
+            else None
+        )
+
+    # ------------------------------------------------------------ timeline
+
+    def _phase(self, name: str) -> dict[str, Any]:
+        entry = {
+            "phase": name,
+            "start": self.clock.stamp(),
+            "duration_s": 0.0,
+            "outcome": "running",
+            "detail": "",
+            "_t0": self.clock.monotonic(),
+        }
+        self.timeline.append(entry)
+        return entry
+
+    def _end(self, entry: dict[str, Any], outcome: str, detail: str = "") -> None:
+        entry["duration_s"] = round(self.clock.monotonic() - entry.pop("_t0"), 3)
+        entry["outcome"] = outcome
+        entry["detail"] = detail
+
+    # ------------------------------------------------------------ observe
+
+    def validate_aws(self) -> None:
+        """Every check that needs AWS and must pass before the first write; raises PlanError naming what is wrong."""
+        errors: list[str] = []
+        found_tgs = elb.describe_target_groups(self.aws.elbv2, [self.tgs[c] for c in bg.COLORS])
+        for color in bg.COLORS:
+            if found_tgs.get(self.tgs[color]) is None:
+                errors.append(f"target_groups.{color} {self.tgs[color]} does not exist: give the ARN of an existing target group")
+        described = self._describe_services()
+        for color, name in self.services.items():
+            service = described.get(name)
+            if service is None or service.get("status") != "ACTIVE":
+                errors.append(f"service {name} does not exist in cluster {self.p['cluster']}: create {name} (the {color} colour) first")
+                continue
+            lbs = [lb.get("targetGroupArn") for lb in service.get("loadBalancers") or []]
+            if lbs and self.tgs[color] not in lbs:
+                errors.append(f"service {name} is attached to {lbs}, not to target_groups.{color} {self.tgs[color]}")
+        found = ecs_svc.describe_task_definition(self.aws.ecs, self.p["task_definition"])
+        if found is None or found["taskDefinition"].get("status", "ACTIVE") != "ACTIVE":
+            errors.append(
+                f"task_definition {self.p['task_definition']} does not exist (or is INACTIVE): register it first (inferops.triton_ecs.task_definition)"
+            )
+        else:
+            self.task_definition = found["taskDefinition"]
+            self.td_arn = self.task_definition["taskDefinitionArn"]
+        if self.p.get("alarm_names"):
+            missing = bg.missing_alarms(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
+            errors += [f"alarm_names: CloudWatch alarm {n} does not exist: create it or remove it from alarm_names" for n in missing]
+        if self.p.get("test_listener_arn") and elb.describe_listener(self.aws.elbv2, self.p["test_listener_arn"]) is None:
+            errors.append(f"test_listener_arn {self.p['test_listener_arn']} does not exist")
+        if errors:
+            raise bg.PlanError(errors)
+        self.described = described
+
+    def _production_actions(self) -> list[dict[str, Any]]:
+        if self.p.get("listener_rule_arn"):
+            rule = elb.describe_rule(self.aws.elbv2, self.p["listener_rule_arn"])
+            if rule is None:
+                raise bg.PlanError(f"listener_rule_arn {self.p['listener_rule_arn']} does not exist")
+            return rule["Actions"]
+        listener = elb.describe_listener(self.aws.elbv2, self.p["listener_arn"])
+        if listener is None:
+            raise bg.PlanError(f"listener_arn {self.p['listener_arn']} does not exist")
+        return listener["DefaultActions"]
+
+    def observe(self, services: dict[str, dict[str, Any]] | None = None) -> None:
+        self.prod_actions = self._production_actions()
+        self.weights = listener_actions.read_percent_weights(self.prod_actions, self.tgs)
+        self.colors = self._color_states(services)
+
+    def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, bg.ColorState]:
+        if services is None:
+            services = self._describe_services()
+        return {c: bg.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS}
+
+    def _describe_services(self) -> dict[str, dict[str, Any]]:
+        return {s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))}
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "weights": dict(self.weights),
+            "task_definitions": {c: s.task_definition for c, s in self.colors.items()},
+            "desired_counts": {c: s.desired for c, s in self.colors.items()},
+        }
+
+    # ------------------------------------------------------------ writes
+
+    def set_weights(self, weights: dict[str, int]) -> None:
+        if weights == self.weights:
+            return
+        self._check_before_write()
+        actions = listener_actions.actions_with_weights(self.prod_actions, self.tgs, weights)
+        if self.p.get("listener_rule_arn"):
+            elb.modify_rule(self.aws.elbv2, self.p["listener_rule_arn"], {"Actions": actions})
+        else:
+            elb.modify_listener(self.aws.elbv2, self.p["listener_arn"], {"DefaultActions": actions})
+        self.prod_actions = actions
+        self.weights = dict(weights)
+        self.writes.append(f"set production weights blue={weights['blue']} green={weights['green']}")
+
+    def scale(self, color: str, desired: int, task_definition: str | None = None) -> None:
+        state = self.colors[color]
+        if state.desired == desired and (task_definition is None or state.task_definition == task_definition):
+            return
+        self._check_before_write(color, desired)
+        fields: dict[str, Any] = {"desiredCount": desired}
+        if task_definition:
+            fields["taskDefinition"] = task_definition
+        ecs_svc.update_service(self.aws.ecs, self.p["cluster"], state.service, fields)
+        state.desired = desired
+        if task_definition:
+            state.task_definition = task_definition
+        self.writes.append(
+            f"update service {state.service}: " + (f"task definition {task_definition}, " if task_definition else "") + f"{desired} tasks"
+        )
+
+    def point_test_listener(self, color: str) -> None:
+        arn = self.p.get("test_listener_arn")
+        if not arn:
+            return
+        listener = elb.describe_listener(self.aws.elbv2, arn)
+        if listener and listener_actions.forwards_only_to(listener["DefaultActions"], self.tgs[color]):
+            return
+        actions = listener_actions.single_forward(listener["DefaultActions"] if listener else [], self.tgs[color])
+        self._check_before_write()
+        elb.modify_listener(self.aws.elbv2, arn, {"DefaultActions": actions})
+        self.writes.append(f"point test listener at {color}")
+
+    def _guard_write(self) -> None:
+        """Before a write that AWS state does not describe (autoscaling): the controller runs and the lock is held."""
+        if self.guard is not None:
+            self.guard.before_write()
+
+    def _check_before_write(self, color: str | None = None, desired: int | None = None) -> None:
+        """Before each write: the controller still runs, the lock is still held, and AWS still shows what this run last
+        saw or wrote (weights, each colour's task definition); a colour that has traffic is never scaled to 0."""
+        if self.guard is not None:
+            self.guard.before_write()
+        actions = self._production_actions()
+        services = self._describe_services()
+        problems = bg.changes_since_seen(
+            self.weights,
+            listener_actions.read_percent_weights(actions, self.tgs),
+            {c: s.task_definition for c, s in self.colors.items()},
+            {c: services.get(self.services[c], {}).get("taskDefinition") for c in bg.COLORS},
+        )
+        if color is not None and desired == 0 and listener_actions.read_percent_weights(actions, self.tgs)[color] > 0:
+            problems.append(f"{self.services[color]} has production traffic: it is not scaled to 0")
+        if problems:
+            raise bg.StateChanged("AWS changed under this cutover, which stops without writing: " + "; ".join(problems))
+        self.prod_actions = actions
+
+    @property
+    def scale_down_old(self) -> bool:
+        return self.p.get("old_color", "scale_down") == "scale_down"
+
+    def desired_count(self) -> int:
+        """Tasks the new colour runs: desired_count, or with autoscaling the live colour's current count when larger
+        (a cutover during a peak does not shrink the fleet, and a re-run never resets what autoscaling set)."""
+        configured = self.p["desired_count"] or 0
+        if not self.p.get("autoscaling") or not self.weights:
+            return configured
+        return scaling.standby_desired(self.colors[bg.live_color(self.weights)].desired, configured)
