@@ -11,6 +11,7 @@ import copy
 
 import pytest
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import rollback as rb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
@@ -130,7 +131,7 @@ def test_adversarial_bad_input_named_before_any_write(option, value, message):
 
 def state(service, desired, td="triton:1", healthy=None):
     healthy = desired if healthy is None else healthy
-    return bg.ColorState(service=service, task_definition=td, desired=desired, running=desired, healthy=healthy)
+    return gates.ColorState(service=service, task_definition=td, desired=desired, running=desired, healthy=healthy)
 
 
 def app(weights, blue, green, record=None):

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 
 NEW = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"
@@ -14,8 +15,8 @@ TGS = {"blue": "arn:tg/blue", "green": "arn:tg/green"}
 STEPS = [10, 50, 100]
 
 
-def color(name: str, td: str | None, desired: int, healthy: int | None = None, **kw) -> bg.ColorState:
-    return bg.ColorState(
+def color(name: str, td: str | None, desired: int, healthy: int | None = None, **kw) -> gates.ColorState:
+    return gates.ColorState(
         service=f"triton-{name}",
         task_definition=td,
         desired=desired,
@@ -25,7 +26,7 @@ def color(name: str, td: str | None, desired: int, healthy: int | None = None, *
     )
 
 
-def colors(blue: tuple, green: tuple) -> dict[str, bg.ColorState]:
+def colors(blue: tuple, green: tuple) -> dict[str, gates.ColorState]:
     return {"blue": color("blue", *blue), "green": color("green", *green)}
 
 
@@ -289,7 +290,7 @@ def health(*states):
     ],
 )
 def test_serving_problems(svc, targets, problem):
-    problems = bg.serving_problems(bg.color_state(svc, targets), NEW, 2)
+    problems = gates.serving_problems(gates.color_state(svc, targets), NEW, 2)
     if problem is None:
         assert problems == []
     else:
@@ -305,28 +306,28 @@ def test_managed_scaling_providers():
         {"name": "a", "status": "ACTIVE", "autoScalingGroupProvider": {"managedScaling": {"status": "ENABLED"}}},
         {"name": "b", "status": "ACTIVE", "autoScalingGroupProvider": {"managedScaling": {"status": "DISABLED"}}},
     ]
-    assert bg.managed_scaling_providers(providers) == ["a"]
+    assert gates.managed_scaling_providers(providers) == ["a"]
 
 
 def test_alarms():
     alarms = [{"AlarmName": "a", "StateValue": "ALARM", "StateReason": "5xx"}, {"AlarmName": "b", "StateValue": "INSUFFICIENT_DATA"}]
-    assert bg.alarm_problems(alarms, ["a", "b"]) == ["alarm a is ALARM: 5xx"]
-    assert bg.missing_alarms(alarms, ["a", "c"]) == ["c"]
+    assert gates.alarm_problems(alarms, ["a", "b"]) == ["alarm a is ALARM: 5xx"]
+    assert gates.missing_alarms(alarms, ["a", "c"]) == ["c"]
 
 
 def test_smoke_problems():
     outputs = [{"name": "OUTPUT0", "data": [2.0, 3.0]}]
-    assert bg.smoke_problems(outputs, [{"name": "OUTPUT0", "data": [2.0, 3.0]}], 0.0) == []
-    assert bg.smoke_problems(outputs, [{"name": "OUTPUT0", "data": [2.0, 3.5]}], 0.6) == []
-    assert "expected [2.0, 4.0]" in bg.smoke_problems(outputs, [{"name": "OUTPUT0", "data": [2.0, 4.0]}], 0.1)[0]
-    assert "no output OUTPUT1" in bg.smoke_problems(outputs, [{"name": "OUTPUT1", "data": [1]}], 0.0)[0]
+    assert gates.smoke_problems(outputs, [{"name": "OUTPUT0", "data": [2.0, 3.0]}], 0.0) == []
+    assert gates.smoke_problems(outputs, [{"name": "OUTPUT0", "data": [2.0, 3.5]}], 0.6) == []
+    assert "expected [2.0, 4.0]" in gates.smoke_problems(outputs, [{"name": "OUTPUT0", "data": [2.0, 4.0]}], 0.1)[0]
+    assert "no output OUTPUT1" in gates.smoke_problems(outputs, [{"name": "OUTPUT1", "data": [1]}], 0.0)[0]
 
 
 def test_quiet_needs_no_queue_and_no_finished_work():
     idle = {"nv_inference_pending_request_count": 0.0, "nv_inference_request_success": 5.0}
     busy = {"nv_inference_pending_request_count": 2.0, "nv_inference_request_success": 5.0}
     moved = {"nv_inference_pending_request_count": 0.0, "nv_inference_request_success": 6.0}
-    assert bg.is_quiet([idle], [idle])
-    assert not bg.is_quiet([idle], [busy])
-    assert not bg.is_quiet([idle], [moved])
-    assert not bg.is_quiet([idle], [idle, idle])
+    assert gates.is_quiet([idle], [idle])
+    assert not gates.is_quiet([idle], [busy])
+    assert not gates.is_quiet([idle], [moved])
+    assert not gates.is_quiet([idle], [idle, idle])

@@ -11,7 +11,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cl
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverState
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
@@ -51,7 +51,7 @@ class CutoverPhases(CutoverState):
         providers = ecs_svc.describe_capacity_providers(self.aws.ecs, names)
         rooms = []
         for provider in providers:
-            if provider["name"] not in bg.managed_scaling_providers([provider]):
+            if provider["name"] not in gates.managed_scaling_providers([provider]):
                 continue
             arn = (provider.get("autoScalingGroupProvider") or {}).get("autoScalingGroupArn", "")
             group = capacity.describe_asg(self.aws.autoscaling, capacity.asg_name_of(arn))
@@ -94,7 +94,7 @@ class CutoverPhases(CutoverState):
         deadline = self.clock.monotonic() + timeout
         while True:
             self.colors = self._color_states()
-            problems = bg.serving_problems(self.colors[plan.new], self.td_arn, desired)
+            problems = gates.serving_problems(self.colors[plan.new], self.td_arn, desired)
             if not problems:
                 self._end(entry, "ok", f"{self.colors[plan.new].service}: {self.colors[plan.new].healthy} healthy targets")
                 return
@@ -106,23 +106,23 @@ class CutoverPhases(CutoverState):
     def gate_problems(self, color: str) -> list[str]:
         problems: list[str] = []
         if self.p.get("alarm_names"):
-            problems += bg.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
+            problems += gates.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
         url = self._test_url(color)
         if not url:
             return problems
-        gates = self.p["gates"]
-        client = self.triton(url, gates["request_timeout_s"])
+        options = self.p["gates"]
+        client = self.triton(url, options["request_timeout_s"])
         try:
             if not client.live():
                 return [*problems, f"Triton at {url} is not live"]
             if not client.ready():
                 problems.append(f"Triton at {url} is not ready")
-            if gates.get("expected_models"):
-                problems += unready_models(client.repository_index(), gates["expected_models"])
-            smoke = gates.get("smoke")
+            if options.get("expected_models"):
+                problems += unready_models(client.repository_index(), options["expected_models"])
+            smoke = options.get("smoke")
             if smoke and not problems:
                 outputs = client.infer(smoke["model"], smoke.get("inputs") or [], str(smoke.get("version") or ""))
-                problems += bg.smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
+                problems += gates.smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
         except TritonError as e:
             problems.append(f"Triton gate on {url}: {e}")
         return problems
@@ -192,14 +192,14 @@ class CutoverPhases(CutoverState):
             self.clock.told_sleep(min(self.DRAIN_POLL_S, quiet_for or self.DRAIN_POLL_S, max(deadline - self.clock.monotonic(), 0)))
             current = self._samples(urls)
             now = self.clock.monotonic()
-            if previous is None or current is None or not bg.is_quiet(previous, current):
+            if previous is None or current is None or not gates.is_quiet(previous, current):
                 last_activity = now
             previous = current
             if now - last_activity >= quiet_for:
                 self._end(entry, "ok", f"{plan.old} quiet for {quiet_for} s on {len(urls)} endpoint(s)")
                 return
             if now >= deadline:
-                pending = sum(bg.in_flight(m) for m in current or [])
+                pending = sum(gates.in_flight(m) for m in current or [])
                 self._end(
                     entry, "timed_out", f"{plan.old} still busy after {drain['timeout_s']} s ({pending:g} queued): scaling down anyway"
                 )

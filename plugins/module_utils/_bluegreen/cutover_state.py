@@ -16,7 +16,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cl
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
@@ -59,7 +59,7 @@ class CutoverState:
         self.writes: list[str] = []
         self.rollback: dict[str, Any] | None = None
         self.weights: dict[str, int] = {}
-        self.colors: dict[str, bg.ColorState] = {}
+        self.colors: dict[str, gates.ColorState] = {}
         self.prod_actions: list[dict[str, Any]] = []
         self.td_arn = ""
         self.task_definition: dict[str, Any] = {}
@@ -119,7 +119,7 @@ class CutoverState:
             self.task_definition = found["taskDefinition"]
             self.td_arn = self.task_definition["taskDefinitionArn"]
         if self.p.get("alarm_names"):
-            missing = bg.missing_alarms(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
+            missing = gates.missing_alarms(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
             errors += [f"alarm_names: CloudWatch alarm {n} does not exist: create it or remove it from alarm_names" for n in missing]
         if self.p.get("test_listener_arn") and elb.describe_listener(self.aws.elbv2, self.p["test_listener_arn"]) is None:
             errors.append(f"test_listener_arn {self.p['test_listener_arn']} does not exist")
@@ -143,10 +143,10 @@ class CutoverState:
         self.weights = listener_actions.read_percent_weights(self.prod_actions, self.tgs)
         self.colors = self._color_states(services)
 
-    def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, bg.ColorState]:
+    def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, gates.ColorState]:
         if services is None:
             services = self._describe_services()
-        return {c: bg.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS}
+        return {c: gates.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS}
 
     def _describe_services(self) -> dict[str, dict[str, Any]]:
         return {s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))}

@@ -19,7 +19,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import RECORD_KEY, CutoverLock, parse_record
@@ -40,7 +40,7 @@ class Application:
     actions: list[dict[str, Any]] = field(default_factory=list)
     weights: dict[str, int] = field(default_factory=dict)
     record: dict[str, str] = field(default_factory=dict)
-    colors: dict[str, bg.ColorState] = field(default_factory=dict)
+    colors: dict[str, gates.ColorState] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,7 +130,7 @@ def decide(app: Application, scale_down_new: bool) -> RollbackPlan:
                 f"cannot roll back to {to_color}: {target.service} is scaled to 0 ({source}). Traffic stays where it is. "
                 f"Scale {target.service} up (it runs {target.task_definition}) and run this again, or deploy that task definition"
             )
-        problems = bg.serving_problems(target, None, target.desired)
+        problems = gates.serving_problems(target, None, target.desired)
         if problems:
             raise PlanError(f"cannot roll back to {to_color}, it is not serving: {'; '.join(problems)}. Traffic stays where it is")
     return RollbackPlan("rollback", to_color, from_color, set_weights, scale_down, f"{source}: traffic goes back to {to_color}")
@@ -180,7 +180,7 @@ def observe(ecs: Any, elbv2: Any, app: Application) -> None:
     app.record = parse_record(elb.describe_tags(elbv2, [app.production_arn]).get(app.production_arn, {}))
     services = {s["serviceName"]: s for s in ecs_svc.describe_services(ecs, app.cluster, [f"{app.name}-{c}" for c in bg.COLORS])}
     app.colors = {
-        c: bg.color_state(services[f"{app.name}-{c}"], elb.describe_target_health(elbv2, app.target_groups[c])) for c in bg.COLORS
+        c: gates.color_state(services[f"{app.name}-{c}"], elb.describe_target_health(elbv2, app.target_groups[c])) for c in bg.COLORS
     }
 
 
