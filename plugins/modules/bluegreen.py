@@ -40,14 +40,6 @@ options:
     type: str
     choices: [present, rolled_back]
     default: present
-  cluster:
-    description: ECS cluster name or ARN.
-    type: str
-    required: true
-  name:
-    description: Application name; the services are C(<name>-blue) and C(<name>-green).
-    type: str
-    required: true
   task_definition:
     description: Task definition to roll out (C(family:revision) or ARN; a bare family means its latest ACTIVE revision).
     type: str
@@ -55,12 +47,6 @@ options:
   desired_count:
     description: Tasks the new colour runs. Required with O(state=present).
     type: int
-  listener_arn:
-    description: Production listener whose default forward action holds the weights. One of O(listener_arn) and O(listener_rule_arn) is required.
-    type: str
-  listener_rule_arn:
-    description: Production listener rule whose forward action holds the weights.
-    type: str
   test_listener_arn:
     description: Optional test listener; before the gates it is pointed 100% at the standby colour.
     type: str
@@ -198,13 +184,25 @@ options:
         stops at its next write. See docs/cutover.md.
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: partial
+    details:
+      - Observes AWS and returns the plan (RV(plan), RV(actions)) without any write.
+      - It only plans - the health gates, alarm checks, bake and drains of a real cutover are not run, so their outcome is not predicted.
+  diff_mode:
+    support: full
+    details:
+      - The weights, task definitions and desired counts of both colours before and after.
 extends_documentation_fragment:
+  - inferops.triton_ecs.application
+  - inferops.triton_ecs.production_listener
+  - inferops.triton_ecs.attributes
   - inferops.triton_ecs.target_groups
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
-  - Check mode observes AWS and returns the plan (RV(plan), RV(actions)) without any write.
   - See docs/cutover.md for how the drain, deregistration delay, stopTimeout and Triton exit timeout relate.
 """
 
@@ -310,11 +308,11 @@ wall_s:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import GuardedClock, WriteRefused, cutover_guard  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PHASES, TARGET_GROUPS_OPTION, PlanError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PHASES, TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner  # noqa: E402
 
 
@@ -392,16 +390,13 @@ def main() -> None:
     )
     guard = cutover_guard(module.params, clients.elbv2)
     runner = Runner(module.params, clients, check_mode=module.check_mode, clock=GuardedClock(guard), guard=guard)
-    try:
+    with module_errors(
+        module,
+        f"blue/green cutover of {module.params['name']}: AWS call failed",
+        {WriteRefused: lambda e: {"msg": str(e)}},
+        details=lambda: {"timeline": runner.timeline, "actions": runner.writes},
+    ):
         result = runner.run()
-    except WriteRefused as e:
-        module.fail_json(msg=str(e), timeline=runner.timeline, actions=runner.writes)
-    except PlanError as e:
-        module.fail_json(msg=str(e), errors=e.errors, timeline=runner.timeline, actions=runner.writes)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(
-            e, msg=f"blue/green cutover of {module.params['name']}: AWS call failed", timeline=runner.timeline, actions=runner.writes
-        )
     reason = result.pop("failed_reason", "")
     if reason:
         module.fail_json(msg=f"rolled back to {result['rollback']['to_color']}: {reason}", **result)

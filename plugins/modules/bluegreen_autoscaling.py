@@ -29,22 +29,10 @@ description:
 author:
   - inferops maintainers (@inferops)
 options:
-  cluster:
-    description: ECS cluster name or ARN of both colours.
-    type: str
-    required: true
   name:
     description: Application name; the services are C(<name>-blue) and C(<name>-green). Also prefixes policy and alarm names.
     type: str
     required: true
-  listener_arn:
-    description:
-      - Production listener whose default forward action holds the weights (to find the live colour).
-      - One of O(listener_arn) and O(listener_rule_arn) is required.
-    type: str
-  listener_rule_arn:
-    description: Production listener rule whose forward action holds the weights.
-    type: str
   min_capacity:
     description: Fewest tasks the live colour runs. Also the floor of the standby's desired count at a cutover.
     type: int
@@ -158,18 +146,23 @@ options:
         type: list
         elements: str
         required: true
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads AWS and reports the writes it would make.
+  diff_mode:
+    support: full
+    details:
+      - The target's bounds and the policy names before and after.
 extends_documentation_fragment:
+  - inferops.triton_ecs.application
+  - inferops.triton_ecs.production_listener
+  - inferops.triton_ecs.attributes
   - inferops.triton_ecs.target_groups
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-attributes:
-  check_mode:
-    support: full
-    description: Reads AWS and reports the writes it would make.
-  diff_mode:
-    support: full
-    description: Returns the target's bounds and the policy names before and after.
 notes:
   - See docs/infrastructure.md (Autoscaling) for picking the target, and docs/cutover.md for how the policies move.
 """
@@ -229,9 +222,12 @@ from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleA
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError, module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import (
+    listener_actions,
+    scaling_policies,
+)
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg  # noqa: E402
 
 
@@ -272,8 +268,8 @@ def main() -> None:
             options=dict(
                 enabled=dict(type="bool", default=True),
                 metric=dict(type="str", default="nv_inference_request_success"),
-                statistic=dict(type="str", default="Sum", choices=list(scaling.STATISTICS)),
-                per=dict(type="str", default="task", choices=list(scaling.PER_CHOICES)),
+                statistic=dict(type="str", default="Sum", choices=list(scaling_policies.STATISTICS)),
+                per=dict(type="str", default="task", choices=list(scaling_policies.PER_CHOICES)),
                 target=dict(type="float", default=600),
                 scale_out_cooldown_s=dict(seconds, default=60),
                 scale_in_cooldown_s=dict(seconds, default=300),
@@ -285,7 +281,7 @@ def main() -> None:
             options=dict(
                 enabled=dict(type="bool", default=False),
                 metric=dict(type="str", default="nv_gpu_utilization"),
-                statistic=dict(type="str", default="Average", choices=list(scaling.STATISTICS)),
+                statistic=dict(type="str", default="Average", choices=list(scaling_policies.STATISTICS)),
                 scale_out_threshold=dict(type="float", default=0.85),
                 scale_out_periods=dict(type="int", default=5),
                 scale_in_threshold=dict(type="float", default=0.4),
@@ -312,7 +308,7 @@ def main() -> None:
         required_one_of=[("listener_arn", "listener_rule_arn")],
         mutually_exclusive=[("listener_arn", "listener_rule_arn")],
     )
-    errors = scaling.validate(module.params, module.params["metrics"]["published"])
+    errors = scaling_policies.validate(module.params, module.params["metrics"]["published"])
     if errors:
         module.fail_json(msg="; ".join(errors), errors=errors)
     retry = AWSRetry.jittered_backoff()
@@ -320,7 +316,7 @@ def main() -> None:
     aas = module.client("application-autoscaling", retry_decorator=retry)
     cloudwatch = module.client("cloudwatch", retry_decorator=retry)
     ecs = module.client("ecs", retry_decorator=retry)
-    try:
+    with module_errors(module, f"autoscaling of {module.params['name']}: AWS call failed"):
         live = live_color(elbv2, module.params)
         if desired_count(ecs, module.params, live) == 0:
             # nothing serves yet (the first cutover is still to come): a target now would scale an ungated revision up
@@ -336,10 +332,6 @@ def main() -> None:
                 ),
             )
         result = scaling.ensure(aas, cloudwatch, module.params, live, module.params["metrics"]["published"], module.check_mode)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"autoscaling of {module.params['name']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -24,14 +24,6 @@ description:
 author:
   - inferops maintainers (@inferops)
 options:
-  cluster:
-    description: ECS cluster name or ARN.
-    type: str
-    required: true
-  name:
-    description: Application name; the services are C(<name>-blue) and C(<name>-green).
-    type: str
-    required: true
   listener_arn:
     description: Production listener, when it cannot be found from the target groups (or to skip the search).
     type: str
@@ -51,17 +43,21 @@ options:
     description: Seconds the lock this run takes stays valid (it is released at the end).
     type: int
     default: 600
-extends_documentation_fragment:
-  - amazon.aws.common.modules
-  - amazon.aws.region.modules
-  - amazon.aws.boto3
 attributes:
   check_mode:
     support: full
-    description: Reads AWS and returns the writes it would make (RV(actions)), without any write.
+    details:
+      - Reads AWS and returns the writes it would make (RV(actions)), without any write.
   diff_mode:
     support: full
-    description: C(before) and C(after) hold the weights and desired counts.
+    details:
+      - C(before) and C(after) hold the weights and desired counts.
+extends_documentation_fragment:
+  - inferops.triton_ecs.application
+  - inferops.triton_ecs.attributes
+  - amazon.aws.common.modules
+  - amazon.aws.region.modules
+  - amazon.aws.boto3
 notes:
   - "The playbook C(playbooks/rollback_cutover.yml) runs this module: C(ansible-playbook playbooks/rollback_cutover.yml -i inventories/<env>)."
   - Running it again changes nothing.
@@ -135,7 +131,7 @@ wall_s:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard, WriteRefused  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, new_owner  # noqa: E402
@@ -163,7 +159,7 @@ def main() -> None:
     ecs = module.client("ecs", retry_decorator=retry)
     elbv2 = module.client("elbv2", retry_decorator=retry)
     guard = CutoverGuard(ControllerWatch(), None, break_lock=params["break_lock"])
-    try:
+    with module_errors(module, f"emergency rollback of {params['name']}: AWS call failed", {WriteRefused: lambda e: {"msg": str(e)}}):
         result = rollback(
             ecs,
             elbv2,
@@ -172,12 +168,6 @@ def main() -> None:
             module.check_mode,
             lambda arn: CutoverLock(elbv2, arn, params["name"], new_owner(), params["lock_ttl_s"]),
         )
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except WriteRefused as e:
-        module.fail_json(msg=str(e))
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"emergency rollback of {params['name']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -28,12 +28,18 @@ options:
   body:
     description: The dashboard body (C(widgets) list), as a dict or a JSON string. Required with O(state=present).
     type: raw
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The dashboard body before and after.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-notes:
-  - Supports check mode and diff mode.
 """
 
 EXAMPLES = r"""
@@ -80,7 +86,7 @@ validation_messages:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.cloudwatch_dashboard import ensure  # noqa: E402
 
 
@@ -92,12 +98,8 @@ def main() -> None:
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, required_if=[("state", "present", ["body"])])
     cloudwatch = module.client("cloudwatch", retry_decorator=AWSRetry.jittered_backoff())
-    try:
+    with module_errors(module, f"dashboard {module.params['name']}: AWS call failed"):
         result = ensure(cloudwatch, module.params, module.check_mode)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"dashboard {module.params['name']}: AWS call failed")
     for message in result.get("validation_messages") or []:
         module.warn(f"dashboard {module.params['name']}: {message}")
     module.exit_json(**result)

@@ -16,12 +16,20 @@ description:
 author:
   - inferops maintainers (@inferops)
 options: {}
+attributes:
+  check_mode:
+    support: full
+    details:
+      - The call is read-only and always made, so check mode returns a real token.
+  diff_mode:
+    support: N/A
+    details:
+      - Nothing is written.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-notes:
-  - Supports check mode (the call is read-only and always made).
 """
 
 EXAMPLES = r"""
@@ -61,18 +69,14 @@ expires_at:
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.ecr import get_authorization  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 
 
 def main() -> None:
     module = AnsibleAWSModule(argument_spec={}, supports_check_mode=True)
     ecr = module.client("ecr", retry_decorator=AWSRetry.jittered_backoff())
-    try:
+    with module_errors(module, "ECR GetAuthorizationToken failed"):
         auth = get_authorization(ecr)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg="ECR GetAuthorizationToken failed")
     module.exit_json(changed=False, **auth)
 
 

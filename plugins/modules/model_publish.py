@@ -53,17 +53,18 @@ options:
     description: The model's C(config.pbtxt).
     type: path
     required: true
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reports the files it would upload without writing to S3.
+  diff_mode:
+    support: none
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-attributes:
-  check_mode:
-    description: Reports the files it would upload without writing to S3.
-    support: full
-  diff_mode:
-    description: Not supported.
-    support: none
 """
 
 EXAMPLES = r"""
@@ -110,7 +111,7 @@ manifest_written:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
 
@@ -127,14 +128,14 @@ def main() -> None:
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
     s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
-    try:
+    with module_errors(
+        module,
+        f"model {p['model']} version {p['version']}: S3 call to bucket {p['bucket']} failed",
+        {ManifestError: lambda err: {"msg": f"model {p['model']}: {err}", "model": p["model"]}},
+    ):
         result = publish_version(
             s3, p["bucket"], p["prefix"], p["model"], p["version"], p["source"], p["config"], check_mode=module.check_mode
         )
-    except ManifestError as err:
-        module.fail_json(msg=f"model {p['model']}: {err}", model=p["model"])
-    except (BotoCoreError, ClientError) as err:
-        module.fail_json_aws(err, msg=f"model {p['model']} version {p['version']}: S3 call to bucket {p['bucket']} failed")
     module.exit_json(**result)
 
 

@@ -91,17 +91,20 @@ options:
       - I(state=converged) the canary check. Instance id to the inference failures its status reported before the
         canary (RV(inference_failures_before) of I(state=canary)).
     type: dict
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Plans the writes without making them; O(state=converged) reads the status objects once, without waiting or failing.
+  diff_mode:
+    support: full
+    details:
+      - The release records before and after.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-attributes:
-  check_mode:
-    description: Plans the writes without making them; I(state=converged) reads the status objects once, without waiting or failing.
-    support: full
-  diff_mode:
-    description: The release records before and after.
-    support: full
 """
 
 EXAMPLES = r"""
@@ -198,7 +201,7 @@ import time  # noqa: E402
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.convergence import RolloutError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import run  # noqa: E402
@@ -229,16 +232,15 @@ def main() -> None:
     s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
     ecs = module.client("ecs", retry_decorator=AWSRetry.jittered_backoff()) if p["cluster"] else None
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
+    with module_errors(
+        module,
+        f"model_release application={p['application']}: AWS call failed (bucket {p['bucket']}, cluster {p['cluster']})",
+        {
+            ReleaseError: lambda err: {"msg": f"model_release state={p['state']} application={p['application']}: {err}"},
+            RolloutError: lambda err: {"msg": f"model_release application={p['application']}: {err}", "instances": err.verdicts},
+        },
+    ):
         result = run(s3, ecs, p, module.check_mode, created)
-    except ReleaseError as err:
-        module.fail_json(msg=f"model_release state={p['state']} application={p['application']}: {err}")
-    except RolloutError as err:
-        module.fail_json(msg=f"model_release application={p['application']}: {err}", instances=err.verdicts)
-    except (BotoCoreError, ClientError) as err:
-        module.fail_json_aws(
-            err, msg=f"model_release application={p['application']}: AWS call failed (bucket {p['bucket']}, cluster {p['cluster']})"
-        )
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(**result)

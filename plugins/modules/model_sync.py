@@ -70,17 +70,20 @@ options:
     description: Re-hash the files already in place instead of trusting the verified manifest kept next to them.
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reports what would change (files to download, versions to prune) without changing anything.
+  diff_mode:
+    support: full
+    details:
+      - The local versions before and after.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-attributes:
-  check_mode:
-    description: Reports what would change (files to download, versions to load) without changing anything.
-    support: full
-  diff_mode:
-    description: Returns the READY or local versions before and after.
-    support: full
 """
 
 EXAMPLES = r"""
@@ -174,7 +177,7 @@ local_versions:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import (  # noqa: E402
     local_versions,
@@ -198,7 +201,17 @@ def main() -> None:
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, required_if=[("state", "present", ["bucket"])])
     p = module.params
     model_dir = f"{p['host_path']}/{p['model']}"
-    try:
+    with module_errors(
+        module,
+        f"model {p['model']}: S3 call to bucket {p['bucket']} failed",
+        {
+            ManifestError: lambda err: {"msg": f"model {p['model']}: {err}", "model": p["model"]},
+            OSError: lambda err: {
+                "msg": f"model {p['model']} under host_path={p['host_path']}: {err}; check the path exists and is writable",
+                "model": p["model"],
+            },
+        },
+    ):
         before = local_versions(model_dir)
         if p["state"] == "pruned":
             result = prune_versions(p["host_path"], p["model"], p["keep_versions"], p["protect_versions"], check_mode=module.check_mode)
@@ -216,14 +229,6 @@ def main() -> None:
                 verify_local=p["verify_local"],
             )
             after = sorted(set(before) | {result["version"]})
-    except ManifestError as err:
-        module.fail_json(msg=f"model {p['model']}: {err}", model=p["model"])
-    except OSError as err:
-        module.fail_json(
-            msg=f"model {p['model']} under host_path={p['host_path']}: {err}; check the path exists and is writable", model=p["model"]
-        )
-    except (BotoCoreError, ClientError) as err:
-        module.fail_json_aws(err, msg=f"model {p['model']}: S3 call to bucket {p['bucket']} failed")
     result["local_versions"] = after
     result["diff"] = {"before": {"local_versions": before}, "after": {"local_versions": after}}
     module.exit_json(**result)

@@ -70,17 +70,20 @@ options:
     description: The principal to simulate; default the caller (an assumed role's session becomes its role, which
       must then have no path).
     type: str
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Only reads, so it runs the same in check mode.
+  diff_mode:
+    support: N/A
+    details:
+      - Nothing to change, so nothing to diff.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-attributes:
-  check_mode:
-    description: Only reads, so it runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing to change, so nothing to diff.
-    support: none
 notes:
   - moto does not implement C(SimulatePrincipalPolicy), so O(simulate_iam) is exercised against real AWS only.
   - The simulator evaluates each action on resource C(*); an action allowed only on named resources is listed as
@@ -145,6 +148,7 @@ from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
 
 
@@ -181,10 +185,11 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     params = dict(module.params, region=module.region or "")
     if params["simulate_iam"] and params["iam_policy_doc"]:
-        try:
+        unreadable = {
+            OSError: lambda e: {"msg": f"iam_policy_doc {params['iam_policy_doc']}: cannot read it ({e}); give the path of docs/iam.md"}
+        }
+        with module_errors(module, reports=unreadable):
             policy_doc = Path(params["iam_policy_doc"]).read_text()
-        except OSError as e:
-            module.fail_json(msg=f"iam_policy_doc {params['iam_policy_doc']}: cannot read it ({e}); give the path of docs/iam.md")
         params["iam_actions"] = sorted(
             set(params["iam_actions"]) | set(_preflight.policy_actions(policy_doc, params["iam_policy_section"]))
         )

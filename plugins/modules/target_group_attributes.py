@@ -25,12 +25,18 @@ options:
     description: Attribute keys and values (as in the ELBv2 API; numbers and booleans are written as strings).
     type: dict
     required: true
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The managed attributes before and after.
 extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
-notes:
-  - Supports check mode and diff mode.
 """
 
 EXAMPLES = r"""
@@ -59,7 +65,7 @@ attributes:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.target_group_attributes import ensure  # noqa: E402
 
 
@@ -70,12 +76,8 @@ def main() -> None:
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
     elbv2 = module.client("elbv2", retry_decorator=AWSRetry.jittered_backoff())
-    try:
+    with module_errors(module, f"target group {module.params['target_group_arn']}: AWS call failed"):
         result = ensure(elbv2, module.params, module.check_mode)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"target group {module.params['target_group_arn']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -71,11 +71,15 @@ notes:
   - A model Triton has never loaded is first loaded from its on-disk config, then pinned to O(version).
 attributes:
   check_mode:
-    description: Reports what would change (files to download, versions to load) without changing anything.
     support: full
+    details:
+      - Reports the versions it would load or unload without changing anything.
   diff_mode:
-    description: Returns the READY or local versions before and after.
     support: full
+    details:
+      - The READY versions before and after.
+extends_documentation_fragment:
+  - inferops.triton_ecs.attributes
 """
 
 EXAMPLES = r"""
@@ -139,6 +143,7 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import (  # noqa: E402
     ModelStateError,
     ensure_loaded,
@@ -169,15 +174,13 @@ def main() -> None:
     # Short HTTP timeouts for index polls; loads get their own timeout.
     client = TritonClient(p["url"], timeout_s=min(10, p["timeout_s"]), validate_certs=p["validate_certs"])
     common = dict(wait=p["wait"], timeout_s=p["timeout_s"], check_mode=module.check_mode)
-    try:
+    with module_errors(module, reports={(ModelStateError, TritonError): lambda err: {"msg": str(err), "model": p["model"]}}):
         if p["state"] == "loaded":
             result = ensure_loaded(client, p["model"], p["version"], standby=p["standby"], **common)
         elif p["state"] == "unloaded":
             result = ensure_unloaded(client, p["model"], **common)
         else:
             result = ensure_rolled_back(client, p["model"], p["repository_versions"], **common)
-    except (ModelStateError, TritonError) as err:
-        module.fail_json(msg=str(err), model=p["model"])
     result["diff"] = {"before": {"ready_versions": result["before"]}, "after": {"ready_versions": result["after"]}}
     module.exit_json(**result)
 
