@@ -224,10 +224,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError, module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import (
-    listener_actions,
-    scaling_policies,
-)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions, scaling_policies  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg  # noqa: E402
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as sc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import scaling_policies as policies
 from tests.unit.one_page_listings import OnePageListings
 
 PUBLISHED = ["nv_inference_request_success", "nv_inference_queue_duration_us", "nv_gpu_utilization"]
@@ -37,7 +38,7 @@ def params(**overrides: Any) -> dict[str, Any]:
 
 
 def test_good_input_has_no_errors():
-    assert sc.validate(params(), PUBLISHED) == []
+    assert policies.validate(params(), PUBLISHED) == []
 
 
 @pytest.mark.parametrize(
@@ -54,12 +55,12 @@ def test_good_input_has_no_errors():
     ],
 )
 def test_bad_input_names_field_value_and_fix(overrides, message):
-    errors = sc.validate(params(**overrides), PUBLISHED)
+    errors = policies.validate(params(**overrides), PUBLISHED)
     assert any(message in e for e in errors), errors
 
 
 def test_per_request_needs_the_request_counter_published():
-    errors = sc.validate(params(target_tracking=dict(TRACKING, metric="nv_gpu_utilization", per="request")), ["nv_gpu_utilization"])
+    errors = policies.validate(params(target_tracking=dict(TRACKING, metric="nv_gpu_utilization", per="request")), ["nv_gpu_utilization"])
     assert any("does not publish nv_inference_request_success" in e for e in errors)
 
 
@@ -67,7 +68,7 @@ def test_per_request_needs_the_request_counter_published():
 
 
 def test_target_tracking_per_task_divides_by_the_live_colours_running_tasks():
-    policy = sc.target_tracking_policy(params(), "triton-blue")
+    policy = policies.target_tracking_policy(params(), "triton-blue")
     spec = policy["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
     divisor = spec["Metrics"][1]["MetricStat"]["Metric"]
     assert divisor["MetricName"] == "RunningTaskCount"
@@ -82,31 +83,31 @@ def test_target_tracking_per_task_divides_by_the_live_colours_running_tasks():
 
 def test_target_tracking_as_is_uses_a_plain_metric():
     tracking = dict(TRACKING, metric="nv_gpu_utilization", statistic="Average", per="none", target=0.7)
-    spec = sc.target_tracking_policy(params(target_tracking=tracking), "triton-blue")["TargetTrackingScalingPolicyConfiguration"]
+    spec = policies.target_tracking_policy(params(target_tracking=tracking), "triton-blue")["TargetTrackingScalingPolicyConfiguration"]
     assert spec["CustomizedMetricSpecification"]["MetricName"] == "nv_gpu_utilization" and spec["TargetValue"] == 0.7
 
 
 def test_step_policies_and_alarms_follow_seed_001():
-    out, scale_in = sc.step_policies(params())
+    out, scale_in = policies.step_policies(params())
     assert out["StepScalingPolicyConfiguration"]["StepAdjustments"] == [{"MetricIntervalLowerBound": 0.0, "ScalingAdjustment": 1}]
     assert scale_in["StepScalingPolicyConfiguration"]["StepAdjustments"] == [{"MetricIntervalUpperBound": 0.0, "ScalingAdjustment": -1}]
-    high, low = sc.step_alarms(params(), {"triton-step-scale-out": "arn:out", "triton-step-scale-in": "arn:in"})
+    high, low = policies.step_alarms(params(), {"triton-step-scale-out": "arn:out", "triton-step-scale-in": "arn:in"})
     assert (high["Threshold"], high["EvaluationPeriods"], high["AlarmActions"]) == (0.85, 5, ["arn:out"])
     assert (low["Threshold"], low["EvaluationPeriods"], low["AlarmActions"]) == (0.4, 15, ["arn:in"])
 
 
 def test_aws_answering_ints_for_floats_is_not_a_change():
-    wanted = sc.target_tracking_policy(params(), "triton-blue")
+    wanted = policies.target_tracking_policy(params(), "triton-blue")
     described = copy.deepcopy(wanted)
     described["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] = 600  # AWS answers an int
     described["TargetTrackingScalingPolicyConfiguration"]["Extra"] = "added by AWS"
-    assert not sc.policy_differs(described, wanted)
+    assert not policies.policy_differs(described, wanted)
     described["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] = 300
-    assert sc.policy_differs(described, wanted)
+    assert policies.policy_differs(described, wanted)
 
 
 def test_a_policy_moved_to_the_other_colour_names_the_other_service():
-    described = {**sc.target_tracking_policy(params(), "triton-blue"), "PolicyARN": "arn:old", "Alarms": []}
+    described = {**policies.target_tracking_policy(params(), "triton-blue"), "PolicyARN": "arn:old", "Alarms": []}
     moved = sc.policy_for_service(described, "triton-blue", "triton-green")
     dims = moved["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]["Metrics"][1]["MetricStat"]["Metric"][
         "Dimensions"

@@ -1,7 +1,8 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""Application Auto Scaling of a blue/green Triton service: the pure functions that render, compare and move
-scaling targets and policies, and the runs that converge them (the calls are in `_aws/application_autoscaling.py`).
+"""Application Auto Scaling of a blue/green Triton service: the scalable target and its policies on the live
+colour, converged (`ensure`) and moved at a cutover (`CutoverScaling`). What the policies and alarms should be is
+in `scaling_policies.py`; the calls are in `_aws/application_autoscaling.py`.
 
 The scalable target (`ecs:service:DesiredCount`) and its policies live on the LIVE colour's service. A cutover
 suspends dynamic scale-in on the live colour, carries its desired count over to the standby, and at finish moves
@@ -19,14 +20,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import application_autoscaling as _aas
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as _cw
-
-# What target tracking can divide the chosen metric by (docs/infrastructure.md, "Picking the target").
-PER_CHOICES = ("task", "request", "none")
-STATISTICS = ("Average", "Sum", "Maximum", "Minimum", "SampleCount")
-# The metric that counts requests (the divisor of per: request) and the one that counts a colour's tasks.
-REQUEST_METRIC = "nv_inference_request_success"
-TASK_COUNT = ("ECS/ContainerInsights", "RunningTaskCount")
-
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import scaling_policies
 
 # ---------------------------------------------------------------- suspended state
 
@@ -51,234 +45,6 @@ def with_scale_in(target: dict[str, Any] | None, suspended: bool) -> dict[str, b
 def standby_desired(live_desired: int, configured: int) -> int:
     """The standby comes up at the live colour's current size, never below the configured count."""
     return max(int(live_desired or 0), int(configured or 0))
-
-
-# ---------------------------------------------------------------- input
-
-
-def validate(params: dict[str, Any], published: list[str]) -> list[str]:
-    """Every problem with the scaling input, each naming the option, the value and the fix; [] when none."""
-    errors: list[str] = []
-    low, high = params.get("min_capacity"), params.get("max_capacity")
-    if low is None or low < 1:
-        errors.append(f"min_capacity is {low}: the live colour needs at least 1 task, e.g. 2")
-    if high is None or high < 1:
-        errors.append(f"max_capacity is {high}: give the most tasks the live colour may run, e.g. 8")
-    if low is not None and high is not None and low > high:
-        errors.append(f"min_capacity {low} is above max_capacity {high}: swap them, or raise max_capacity to at least {low}")
-    tracking = params.get("target_tracking") or {}
-    step = params.get("step_scaling") or {}
-    if not tracking.get("enabled") and not step.get("enabled"):
-        errors.append("target_tracking.enabled and step_scaling.enabled are both false: enable at least one policy, or skip the role")
-    if tracking.get("enabled"):
-        errors += _metric_errors("target_tracking", tracking.get("metric"), published)
-        if tracking.get("per") not in PER_CHOICES:
-            errors.append(f"target_tracking.per is {tracking.get('per')!r}: one of {', '.join(PER_CHOICES)}")
-        if tracking.get("per") == "request" and REQUEST_METRIC not in published:
-            errors.append(
-                f"target_tracking.per is request but the metrics sidecar does not publish {REQUEST_METRIC}: add it to its metrics"
-            )
-        if tracking.get("statistic") not in STATISTICS:
-            errors.append(f"target_tracking.statistic is {tracking.get('statistic')!r}: one of {', '.join(STATISTICS)}")
-        target = tracking.get("target")
-        if target is None or target <= 0:
-            errors.append(
-                f"target_tracking.target is {target}: the value to hold the metric at must be above 0, e.g. 600 requests per task a minute"
-            )
-        errors += _seconds_errors("target_tracking", tracking, ("scale_in_cooldown_s", "scale_out_cooldown_s"))
-    if step.get("enabled"):
-        errors += _metric_errors("step_scaling", step.get("metric"), published)
-        if step.get("statistic") not in STATISTICS:
-            errors.append(f"step_scaling.statistic is {step.get('statistic')!r}: one of {', '.join(STATISTICS)}")
-        out_at, in_at = step.get("scale_out_threshold"), step.get("scale_in_threshold")
-        if out_at is None or in_at is None or in_at >= out_at:
-            errors.append(
-                f"step_scaling.scale_in_threshold {in_at} must be below scale_out_threshold {out_at}: e.g. scale in below 40, out above 85"
-            )
-        for key in ("scale_out_periods", "scale_in_periods", "scale_out_step", "scale_in_step"):
-            if (step.get(key) or 0) < 1:
-                errors.append(f"step_scaling.{key} is {step.get(key)}: 1 or more")
-        if (step.get("period_s") or 0) not in (10, 30) and (step.get("period_s") or 0) % 60:
-            errors.append(f"step_scaling.period_s is {step.get('period_s')}: CloudWatch alarm periods are 10, 30 or a multiple of 60")
-        errors += _seconds_errors("step_scaling", step, ("cooldown_s",))
-    return errors
-
-
-def _metric_errors(option: str, metric: str | None, published: list[str]) -> list[str]:
-    if metric in published:
-        return []
-    return [
-        f"{option}.metric {metric!r} is not published by the metrics sidecar (playbooks/vars/metrics_sidecar.yml): "
-        f"pick one of {', '.join(sorted(published))}, or add it to the sidecar's metrics first"
-    ]
-
-
-def _seconds_errors(option: str, values: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
-    return [f"{option}.{k} is {values[k]}: seconds, 0 or more" for k in keys if (values.get(k) or 0) < 0]
-
-
-# ---------------------------------------------------------------- rendering
-
-
-def _dimensions(dimensions: dict[str, str]) -> list[dict[str, str]]:
-    return [{"Name": k, "Value": str(v)} for k, v in sorted(dimensions.items())]
-
-
-def target_tracking_policy(params: dict[str, Any], service: str) -> dict[str, Any]:
-    """The target-tracking policy: the sidecar's metric, divided per task or per request when asked."""
-    tracking = params["target_tracking"]
-    metrics = params["metrics"]
-    metric = {"Namespace": metrics["namespace"], "MetricName": tracking["metric"], "Dimensions": _dimensions(metrics["dimensions"])}
-    if tracking["per"] == "none":
-        spec: dict[str, Any] = {**metric, "Statistic": tracking["statistic"]}
-    else:
-        if tracking["per"] == "task":
-            namespace, name = TASK_COUNT
-            divisor = {
-                "Namespace": namespace,
-                "MetricName": name,
-                "Dimensions": _dimensions({"ClusterName": params["cluster_name"], "ServiceName": service}),
-            }
-            divisor_stat = "Average"
-        else:
-            divisor = {**metric, "MetricName": REQUEST_METRIC}
-            divisor_stat = "Sum"
-        spec = {
-            "Metrics": [
-                {"Id": "signal", "MetricStat": {"Metric": metric, "Stat": tracking["statistic"]}, "ReturnData": False},
-                {"Id": "divisor", "MetricStat": {"Metric": divisor, "Stat": divisor_stat}, "ReturnData": False},
-                {
-                    "Id": "per_" + tracking["per"],
-                    "Expression": "signal / divisor",
-                    "Label": f"{tracking['metric']} per {tracking['per']}",
-                    "ReturnData": True,
-                },
-            ]
-        }
-    config: dict[str, Any] = {
-        "TargetValue": float(tracking["target"]),
-        "CustomizedMetricSpecification": spec,
-        "ScaleOutCooldown": tracking["scale_out_cooldown_s"],
-        "ScaleInCooldown": tracking["scale_in_cooldown_s"],
-        "DisableScaleIn": False,
-    }
-    return {
-        "PolicyName": f"{params['name']}-target-tracking",
-        "PolicyType": "TargetTrackingScaling",
-        "TargetTrackingScalingPolicyConfiguration": config,
-    }
-
-
-def step_policies(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The seed's step scaling: +scale_out_step above the high threshold, -scale_in_step below the low one."""
-    step = params["step_scaling"]
-
-    def policy(direction: str, adjustment: int, bound: str) -> dict[str, Any]:
-        return {
-            "PolicyName": f"{params['name']}-step-scale-{direction}",
-            "PolicyType": "StepScaling",
-            "StepScalingPolicyConfiguration": {
-                "AdjustmentType": "ChangeInCapacity",
-                "StepAdjustments": [{bound: 0.0, "ScalingAdjustment": adjustment}],
-                "Cooldown": step["cooldown_s"],
-                "MetricAggregationType": step["statistic"] if step["statistic"] in ("Average", "Minimum", "Maximum") else "Average",
-            },
-        }
-
-    return [
-        policy("out", step["scale_out_step"], "MetricIntervalLowerBound"),
-        policy("in", -step["scale_in_step"], "MetricIntervalUpperBound"),
-    ]
-
-
-def step_alarms(params: dict[str, Any], policy_arns: dict[str, str]) -> list[dict[str, Any]]:
-    """put_metric_alarm arguments of the two step-scaling alarms, each acting on its policy."""
-    step = params["step_scaling"]
-    metrics = params["metrics"]
-    common = {
-        "Namespace": metrics["namespace"],
-        "MetricName": step["metric"],
-        "Dimensions": _dimensions(metrics["dimensions"]),
-        "Statistic": step["statistic"],
-        "Period": step["period_s"],
-        "TreatMissingData": "missing",
-    }
-    return [
-        {
-            **common,
-            "AlarmName": alarm_name(params["name"], "high"),
-            "AlarmDescription": f"{step['metric']} above {step['scale_out_threshold']}: add {step['scale_out_step']} task(s)",
-            "EvaluationPeriods": step["scale_out_periods"],
-            "Threshold": float(step["scale_out_threshold"]),
-            "ComparisonOperator": "GreaterThanThreshold",
-            "AlarmActions": [policy_arns[f"{params['name']}-step-scale-out"]],
-        },
-        {
-            **common,
-            "AlarmName": alarm_name(params["name"], "low"),
-            "AlarmDescription": f"{step['metric']} below {step['scale_in_threshold']}: remove {step['scale_in_step']} task(s)",
-            "EvaluationPeriods": step["scale_in_periods"],
-            "Threshold": float(step["scale_in_threshold"]),
-            "ComparisonOperator": "LessThanThreshold",
-            "AlarmActions": [policy_arns[f"{params['name']}-step-scale-in"]],
-        },
-    ]
-
-
-ALARM_PREFIX = "-autoscaling-"
-
-
-def alarm_name(app: str, which: str) -> str:
-    return f"{app}{ALARM_PREFIX}{which}"
-
-
-def wanted_policies(params: dict[str, Any], service: str) -> list[dict[str, Any]]:
-    out = []
-    if params["target_tracking"].get("enabled"):
-        out.append(target_tracking_policy(params, service))
-    if params["step_scaling"].get("enabled"):
-        out += step_policies(params)
-    return out
-
-
-# ---------------------------------------------------------------- comparing
-
-
-def _canonical(value: Any) -> Any:
-    """Numbers as floats, booleans as they are, dicts and lists recursively: AWS answers 85 for 85.0."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def policy_differs(current: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
-    if current is None or current.get("PolicyType") != wanted["PolicyType"]:
-        return True
-    key = _aas.CONFIG_KEYS[wanted["PolicyType"]]
-    have = current.get(key) or {}
-    want = wanted[key]
-    # compare only what we set: AWS may add fields (e.g. a default MinAdjustmentMagnitude) we never asked for
-    return _canonical({k: have.get(k) for k in want}) != _canonical(want)
-
-
-def alarm_differs(current: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
-    if current is None:
-        return True
-    return any(_canonical(current.get(k)) != _canonical(v) for k, v in wanted.items())
-
-
-def alarm_put_args(alarm: dict[str, Any]) -> dict[str, Any]:
-    """put_metric_alarm arguments that recreate a described metric alarm as it is."""
-    keys = ("AlarmName", "AlarmDescription", "ActionsEnabled", "OKActions", "AlarmActions", "InsufficientDataActions", "MetricName",
-            "Namespace", "Statistic", "ExtendedStatistic", "Dimensions", "Period", "Unit", "EvaluationPeriods", "DatapointsToAlarm",
-            "Threshold", "ComparisonOperator", "TreatMissingData")  # fmt: skip
-    return {k: copy.deepcopy(alarm[k]) for k in keys if alarm.get(k) not in (None, "")}
 
 
 # ---------------------------------------------------------------- moving at a cutover
@@ -307,7 +73,7 @@ def alarms_to_repoint(alarms: list[dict[str, Any]], arn_map: dict[str, str]) -> 
         actions = alarm.get("AlarmActions") or []
         if not any(a in arn_map for a in actions):
             continue
-        args = alarm_put_args(alarm)
+        args = scaling_policies.alarm_put_args(alarm)
         args["AlarmActions"] = [arn_map.get(a, a) for a in actions]
         out.append(args)
     return out
@@ -366,7 +132,9 @@ class CutoverScaling:
             )
         if any(p.get("PolicyType") == "StepScaling" for p in policies):
             self.calls += 1
-            for args in alarms_to_repoint(_cw.describe_alarms_with_prefix(self.cloudwatch, f"{self.app}{ALARM_PREFIX}"), arn_map):
+            for args in alarms_to_repoint(
+                _cw.describe_alarms_with_prefix(self.cloudwatch, f"{self.app}{scaling_policies.ALARM_PREFIX}"), arn_map
+            ):
                 self.calls += 1
                 _cw.put_metric_alarm(self.cloudwatch, args)
         self.calls += 1
@@ -427,9 +195,9 @@ def ensure(aas: Any, cloudwatch: Any, params: dict[str, Any], live: str, publish
             _aas.register_target(aas, rid, params["min_capacity"], params["max_capacity"])
     current = {p["PolicyName"]: p for p in (_aas.describe_policies(aas, rid) if target is not None else [])}
     arns = {name: p.get("PolicyARN", "") for name, p in current.items()}
-    wanted = wanted_policies(scaling, services[live])
+    wanted = scaling_policies.wanted_policies(scaling, services[live])
     for policy in wanted:
-        if policy_differs(current.get(policy["PolicyName"]), policy):
+        if scaling_policies.policy_differs(current.get(policy["PolicyName"]), policy):
             actions.append(f"put scaling policy {policy['PolicyName']}")
             arns[policy["PolicyName"]] = _aas.put_policy(aas, rid, policy) if not check_mode else f"(new) {policy['PolicyName']}"
     wanted_names = {p["PolicyName"] for p in wanted}
@@ -438,10 +206,12 @@ def ensure(aas: Any, cloudwatch: Any, params: dict[str, Any], live: str, publish
             actions.append(f"delete scaling policy {name}")
             if not check_mode:
                 _aas.delete_policy(aas, rid, name)
-    alarms_before = {a["AlarmName"]: a for a in _cw.describe_alarms_with_prefix(cloudwatch, f"{params['name']}{ALARM_PREFIX}")}
-    alarms_wanted = step_alarms(scaling, arns) if params["step_scaling"].get("enabled") else []
+    alarms_before = {
+        a["AlarmName"]: a for a in _cw.describe_alarms_with_prefix(cloudwatch, f"{params['name']}{scaling_policies.ALARM_PREFIX}")
+    }
+    alarms_wanted = scaling_policies.step_alarms(scaling, arns) if params["step_scaling"].get("enabled") else []
     for alarm in alarms_wanted:
-        if alarm_differs(alarms_before.get(alarm["AlarmName"]), alarm):
+        if scaling_policies.alarm_differs(alarms_before.get(alarm["AlarmName"]), alarm):
             actions.append(f"put alarm {alarm['AlarmName']}")
             if not check_mode:
                 _cw.put_metric_alarm(cloudwatch, alarm)
