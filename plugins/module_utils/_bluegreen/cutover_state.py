@@ -146,7 +146,9 @@ class CutoverState:
     def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, gates.ColorState]:
         if services is None:
             services = self._describe_services()
-        return {c: gates.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS}
+        return {
+            c: gates.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS
+        }
 
     def _describe_services(self) -> dict[str, dict[str, Any]]:
         return {s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))}
