@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
+from ansible_collections.amazon.aws.plugins.module_utils.tagging import ansible_dict_to_boto3_tag_list
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.pages import full_result
 
 
 def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
-    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    return ansible_dict_to_boto3_tag_list(dict(sorted(tags.items())))
 
 
 # ---------------------------------------------------------------- load balancers
@@ -130,6 +131,7 @@ def describe_tags(elbv2: Any, arns: list[str]) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for start in range(0, len(arns), 20):
         for entry in elbv2.describe_tags(aws_retry=True, ResourceArns=arns[start : start + 20])["TagDescriptions"]:
+            # Value is optional in the API (an empty value may come back without it); the helper would refuse such a list
             found[entry["ResourceArn"]] = {t["Key"]: t.get("Value", "") for t in entry.get("Tags") or []}
     return found
 
