@@ -166,7 +166,7 @@ tags:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listeners import ensure  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import TARGET_GROUPS_OPTION  # noqa: E402
 
@@ -190,12 +190,8 @@ def main() -> None:
     )
     module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
     elbv2 = module.client("elbv2", retry_decorator=AWSRetry.jittered_backoff())
-    try:
+    with module_errors(module, f"listeners of {module.params['load_balancer_arn']}: AWS call failed"):
         result = ensure(elbv2, module.params, module.check_mode)
-    except InputError as e:
-        module.fail_json(msg=str(e), errors=e.errors)
-    except (BotoCoreError, ClientError) as e:
-        module.fail_json_aws(e, msg=f"listeners of {module.params['load_balancer_arn']}: AWS call failed")
     module.exit_json(**result)
 
 

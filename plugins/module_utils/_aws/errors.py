@@ -51,14 +51,15 @@ def module_errors(
     arguments, first match wins. `details()`, read at failure time, adds what the run did so far to any of them.
     """
     reports = {InputError: input_report, **(reports or {})}
-    # `except` takes a flat tuple of classes; a key may be a tuple itself.
-    reported = tuple(cls for key in reports for cls in (key if isinstance(key, tuple) else (key,)))
     try:
         yield
     except (BotoCoreError, ClientError) as e:
         if aws_msg is None:
             raise
         module.fail_json_aws(e, msg=aws_msg, **details())
-    except reported as e:
-        report = next(report for error, report in reports.items() if isinstance(e, error))
-        module.fail_json(**report(e), **details())
+    except Exception as e:  # matched against `reports` below; anything else propagates
+        for error, report in reports.items():
+            if isinstance(e, error):
+                module.fail_json(**report(e), **details())
+                return
+        raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition import checks
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.render import (
     EXIT_MARGIN_S,
@@ -28,12 +29,8 @@ MODEL_CONTROL_MODES = ("explicit", "poll", "none")
 _FAMILY = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
-class TaskDefinitionError(ValueError):
+class TaskDefinitionError(InputError):
     """Bad input: every message names the field, the value and the fix."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("; ".join(errors))
-        self.errors = errors
 
 
 def validate(params: dict[str, Any]) -> list[str]:
