@@ -419,3 +419,19 @@ def test_services_validate_and_task_definition_fit() -> None:
     bridge = {"taskDefinitionArn": "arn:td:1", "networkMode": "bridge", "containerDefinitions": [{"name": "triton", "portMappings": []}]}
     errors = services.validate_task_definition(bridge, service_params())
     assert "network mode bridge" in errors[0] and "container_port 8000 is not mapped" in errors[1]
+
+
+def test_tags_may_not_take_the_keys_the_modules_own() -> None:
+    assert any(e.startswith("tags.inferops:color: ") for e in services.validate(service_params(tags={"inferops:color": "red"})))
+    lock_key = {"inferops:cutover-lock:me": "x"}
+    assert any(e.startswith("tags.inferops:cutover-lock:me: ") for e in listeners.validate(listener_params(tags=lock_key)))
+    assert any(
+        e.startswith("tags.aws:owner: ")
+        for e in cluster.validate({"name": "inference", "container_insights": "enabled", "tags": {"aws:owner": "x"}})
+    )
+
+
+def test_a_colour_service_carries_its_colour_tag_and_omitted_tags_stay_omitted() -> None:
+    assert services.wanted_tags({"team": 1}, "green") == {"team": "1", "inferops:color": "green"}
+    assert services.wanted_tags(None, "green") is None
+    assert services.create_arguments(service_params(tags=None), "blue", "x")["tags"] == [{"key": "inferops:color", "value": "blue"}]
