@@ -25,9 +25,9 @@ SKIPPABLE = {
     "Auto Scaling group (desired capacity left to managed scaling)": "fleet_capacity_manage",
     "Capacity provider with managed scaling, attached to the cluster (new instances scale-in protected)": "fleet_capacity_manage",
     "Blue and green services, created when missing": "fleet_services_manage",
-    "Target 5xx per colour (cutover gate)": "fleet_alarms_manage",
-    "Target response time p99 per colour (cutover gate)": "fleet_alarms_manage",
-    "Triton inference failures (cutover gate)": "fleet_alarms_manage",
+    "Cutover-gate alarms (target 5xx, target p99, Triton inference failures, per model) and the GPU-memory alarm (notifies)": (
+        "fleet_alarms_manage"
+    ),
     "Dashboard of the service": "fleet_alarms_dashboard_manage",
     "Scalable target and policies on the live colour": "fleet_autoscaling_manage",
     "Target groups, health-checked on Triton's readiness": "fleet_load_balancing_manage",
