@@ -322,7 +322,12 @@ def render_user_data(**variables) -> str:
     from ansible.template import Templar, trust_as_template
 
     role = Path(__file__).resolve().parents[2] / "roles" / "fleet_capacity"
-    values = {**yaml.safe_load((role / "defaults" / "main.yml").read_text()), **variables}
+    # Role defaults are templates to Ansible (they may name other roles' variables); these tests' values are plain.
+    defaults = {
+        k: trust_as_template(v) if isinstance(v, str) else v
+        for k, v in yaml.safe_load((role / "defaults" / "main.yml").read_text()).items()
+    }
+    values = {**defaults, **variables}
     return Templar(loader=DataLoader(), variables=values).template(trust_as_template((role / "templates" / "user_data.sh.j2").read_text()))
 
 
