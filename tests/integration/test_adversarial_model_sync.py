@@ -211,9 +211,13 @@ def test_adversarial_model_sync_a_version_appears_only_with_its_config_and_manif
     stop = threading.Event()
 
     def watch() -> None:
-        while not stop.is_set():
+        # One look after the sync has ended too, so that a watcher the scheduler starved still sees the outcome.
+        while True:
+            finished = stop.is_set()
             if (repo.model_dir / "1").is_dir():
                 seen.append(((repo.model_dir / "config.pbtxt").exists(), (repo.model_dir / "1.manifest.json").exists()))
+            if finished:
+                return
 
     watcher = threading.Thread(target=watch)
     watcher.start()
