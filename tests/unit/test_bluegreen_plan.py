@@ -1,4 +1,4 @@
-"""The blue/green planner (`_bluegreen`): every combination of weights, task definitions and sizes, and each helper."""
+"""The blue/green planner (`_bluegreen/plan.py`): every combination of weights, task definitions and sizes, and each helper."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The blue/green runner over fake AWS clients and a fake clock: phases, rollback, drain, check mode, waits.
 
-The fakes answer the boto3 calls the thin client files make (`_ecs`, `_ecs_services`, `_elbv2`, `_cloudwatch`)
+The fakes answer the boto3 calls the thin client files make (`_aws/ecs.py`, `_aws/elbv2.py`, `_aws/cloudwatch.py`)
 with AWS-shaped payloads; time is simulated, so a 300 s bake takes no time and the told waits can be asserted.
 """
 

@@ -1,4 +1,4 @@
-"""ECR login data (`_ecr`): token decoding, and the one client call (mocked at the client boundary)."""
+"""ECR login data (`_aws/ecr.py`): token decoding, and the one client call (mocked at the client boundary)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see galaxy.yml)
 """An ECS cluster with its Container Insights setting and tags: created when missing, both converged on every run.
 
-Capacity providers are left to `_capacity_provider.py`: this module never calls put_cluster_capacity_providers,
+Capacity providers are left to `capacity_provider.py`: this module never calls put_cluster_capacity_providers,
 so a re-run cannot detach what the capacity step attached.
 """
 

@@ -13,7 +13,7 @@ The controller never reaches an instance. It writes release records in S3 (keys 
   release applied; the timeout names the laggards.
 
 Pure functions plan (a list of actions) and judge (one verdict per instance); `apply_actions`, `read_records` and
-`fleet_verdicts` are the only I/O, through `_s3` and `_ecs_services`; the verdicts and the wait are in `convergence`.
+`fleet_verdicts` are the only I/O, through `_aws/s3.py` and `_aws/ecs.py`; the verdicts and the wait are in `convergence`.
 """
 
 from __future__ import annotations
