@@ -206,6 +206,15 @@ def test_a_tag_change_tags_the_latest_revision_and_registers_none(fake):
     assert not again["changed"] and again["actions"] == []
 
 
+def test_empty_tags_with_purge_remove_every_tag_of_the_revision(fake):
+    """`tags: {}` is not `tags` omitted: with purge_tags (the default) the revision's tags go, and no revision is made."""
+    present(module_params(tags={"team": "ml"}))
+    emptied = present(module_params(tags={}))
+    assert emptied["changed"] and emptied["actions"] == ["tagged triton:1: team"] and emptied["tags"] == {}
+    assert fake.revisions["triton"][0]["tags"] == [] and len(fake.revisions["triton"]) == 1
+    assert present(module_params(tags={}))["changed"] is False
+
+
 def test_tags_omitted_are_left_alone_and_carried_to_a_new_revision(fake):
     present(module_params(tags={"team": "ml"}))
     assert present(module_params(tags=None))["changed"] is False

@@ -53,6 +53,8 @@ def present(
     desired = render(params, region)
     if params.get("tags") is None:
         desired.pop("tags", None)  # tags omitted: the revision's tags are left alone (and carried to a new revision)
+    else:
+        desired.setdefault("tags", [])  # render leaves out an empty list; `tags: {}` asks for none (purge_tags removes them)
     result = ensure(ecs, desired, check_mode=check_mode, purge_tags=params.get("purge_tags", True))
     actions += result.pop("actions")
     result["image"] = params["image"]
@@ -96,10 +98,8 @@ def ensure(ecs: Any, desired: dict[str, Any], check_mode: bool = False, purge_ta
         actions.append(f"registered {_short(arn)}")
     elif retag:
         actions.append(f"{'would tag' if check_mode else 'tagged'} {_short(arn)}: {', '.join([*tags.to_set, *tags.to_remove])}")
-        if not check_mode and tags.to_remove:
-            _ecs.untag_resource(ecs, arn, tags.to_remove)
-        if not check_mode and tags.to_set:
-            _ecs.tag_resource(ecs, arn, tags.to_set)
+        if not check_mode:
+            _ecs.update_tags(ecs, arn, tags.to_set, tags.to_remove)
     return {
         "changed": changed or retag,
         "tags": tags.after,
