@@ -53,12 +53,12 @@ def plan(current: dict[str, str] | None, wanted: dict[str, Any] | None, purge: b
     return TagPlan(before, dict(sorted(to_set.items())), sorted(k for k in to_remove if not k.startswith(kept)))
 
 
-def key_errors(wanted: dict[str, Any] | None, option: str = "tags", reserved: tuple[str, ...] = ()) -> list[str]:
+def key_errors(wanted: dict[str, Any] | None, reserved: tuple[str, ...] = ()) -> list[str]:
     """Keys the module may not write: `aws:` keys (AWS refuses them) and the module's own reserved prefixes."""
     errors = []
     for key in wanted or {}:
         for prefix in (RESERVED_PREFIX, *reserved):
             if str(key).startswith(prefix):
-                errors.append(f"{option}.{key}: keys starting with {prefix!r} are reserved (AWS's or this collection's); rename the tag")
+                errors.append(f"tags.{key}: keys starting with {prefix!r} are reserved (AWS's or this collection's); rename the tag")
                 break
     return errors

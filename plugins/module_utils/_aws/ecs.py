@@ -198,3 +198,11 @@ def tag_resource(ecs: Any, arn: str, tags: dict[str, str]) -> None:
 
 def untag_resource(ecs: Any, arn: str, keys: list[str]) -> None:
     ecs.untag_resource(aws_retry=True, resourceArn=arn, tagKeys=keys)
+
+
+def update_tags(ecs: Any, arn: str, to_set: dict[str, str], to_remove: list[str]) -> None:
+    """A tag plan carried out: the keys to remove first, then the ones to add or change; an empty side makes no call."""
+    if to_remove:
+        untag_resource(ecs, arn, to_remove)
+    if to_set:
+        tag_resource(ecs, arn, to_set)

@@ -3,7 +3,7 @@
 """The one place this collection calls the ELBv2 (Application Load Balancer) API: one thin function per call.
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
-and calls it with `aws_retry=True`; listings go through botocore's paginators (`_aws_pages.full_result`); botocore
+and calls it with `aws_retry=True`; listings go through botocore's paginators (`pages.full_result`); botocore
 errors propagate for the module to report through `fail_json_aws`, except "not found", which reads as None.
 Grouped by resource: load balancers, target groups, listeners, rules.
 """

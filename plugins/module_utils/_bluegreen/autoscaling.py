@@ -20,6 +20,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import application_autoscaling as _aas
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as _cw
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import scaling_policies
 
 # ---------------------------------------------------------------- suspended state
@@ -179,9 +180,9 @@ def ensure(aas: Any, cloudwatch: Any, params: dict[str, Any], live: str, publish
     The target's min and max are converged; its suspended state is left alone (a cutover may hold scale-in).
     Input is validated by the caller before this runs.
     """
-    services = {c: f"{params['name']}-{c}" for c in ("blue", "green")}
+    services = {c: f"{params['name']}-{c}" for c in bg.COLORS}
     rid = _aas.resource_id(params["cluster"], services[live])
-    standby_rid = _aas.resource_id(params["cluster"], services["green" if live == "blue" else "blue"])
+    standby_rid = _aas.resource_id(params["cluster"], services[bg.other(live)])
     scaling = {**params, "cluster_name": params["cluster"].rsplit("/", 1)[-1]}
     targets = _aas.describe_targets(aas, [rid, standby_rid])
     target = targets.get(rid)

@@ -61,10 +61,11 @@ class CutoverState:
         self.weights: dict[str, int] = {}
         self.colors: dict[str, gates.ColorState] = {}
         self.prod_actions: list[dict[str, Any]] = []
+        self.alarms: list[dict[str, Any]] = []  # alarm_names as discover read them
         self.td_arn = ""
         self.task_definition: dict[str, Any] = {}
         self.before: dict[str, Any] = {}
-        self.guard = guard  # _bluegreen_guard.CutoverGuard: controller alive and lock held before each write
+        self.guard = guard  # guard.CutoverGuard: controller alive and lock held before each write
         self.scaling = (
             scaling.CutoverScaling(
                 clients.application_autoscaling, clients.cloudwatch, params["cluster"], self.services, params["name"], self.writes
@@ -119,7 +120,8 @@ class CutoverState:
             self.task_definition = found["taskDefinition"]
             self.td_arn = self.task_definition["taskDefinitionArn"]
         if self.p.get("alarm_names"):
-            missing = gates.missing_alarms(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
+            self.alarms = cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"])
+            missing = gates.missing_alarms(self.alarms, self.p["alarm_names"])
             errors += [f"alarm_names: CloudWatch alarm {n} does not exist: create it or remove it from alarm_names" for n in missing]
         if self.p.get("test_listener_arn") and elb.describe_listener(self.aws.elbv2, self.p["test_listener_arn"]) is None:
             errors.append(f"test_listener_arn {self.p['test_listener_arn']} does not exist")
@@ -211,17 +213,17 @@ class CutoverState:
     def _check_before_write(self, color: str | None = None, desired: int | None = None) -> None:
         """Before each write: the controller still runs, the lock is still held, and AWS still shows what this run last
         saw or wrote (weights, each colour's task definition); a colour that has traffic is never scaled to 0."""
-        if self.guard is not None:
-            self.guard.before_write()
+        self._guard_write()
         actions = self._production_actions()
         services = self._describe_services()
+        weights_now = listener_actions.read_percent_weights(actions, self.tgs)
         problems = bg.changes_since_seen(
             self.weights,
-            listener_actions.read_percent_weights(actions, self.tgs),
+            weights_now,
             {c: s.task_definition for c, s in self.colors.items()},
             {c: services.get(self.services[c], {}).get("taskDefinition") for c in bg.COLORS},
         )
-        if color is not None and desired == 0 and listener_actions.read_percent_weights(actions, self.tgs)[color] > 0:
+        if color is not None and desired == 0 and weights_now[color] > 0:
             problems.append(f"{self.services[color]} has production traffic: it is not scaled to 0")
         if problems:
             raise bg.StateChanged("AWS changed under this cutover, which stops without writing: " + "; ".join(problems))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import CutoverFailed, CutoverPhases
@@ -89,7 +88,7 @@ class Runner(CutoverPhases):
         split = all(self.weights[c] > 0 for c in bg.COLORS)
         if plan.action not in ("cutover", "finish") or split or not self.p.get("alarm_names"):
             return
-        problems = gates.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
+        problems = gates.alarm_problems(self.alarms, self.p["alarm_names"])  # read by validate_aws in this discover
         if problems:
             what = "the cutover" if plan.action == "cutover" else f"scaling down {plan.old} (the instant rollback)"
             raise bg.PlanError([f"{p}: {what} does not start while it is; nothing was written" for p in problems])

@@ -294,10 +294,8 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         tags[color] = plan_tags(_ecs_services.tags_of(before[name]), wanted_tags(params.get("tags"), color), params.get("purge_tags", True))
         if tags[color].changed:
             actions.append(f"update_tags {name}")
-            if not check_mode and tags[color].to_remove:
-                _ecs_services.untag_resource(ecs, before[name]["serviceArn"], tags[color].to_remove)
-            if not check_mode and tags[color].to_set:
-                _ecs_services.tag_resource(ecs, before[name]["serviceArn"], tags[color].to_set)
+            if not check_mode:
+                _ecs_services.update_tags(ecs, before[name]["serviceArn"], tags[color].to_set, tags[color].to_remove)
     return {
         "changed": bool(actions),
         "actions": actions,

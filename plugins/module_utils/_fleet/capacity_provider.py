@@ -183,10 +183,8 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
             provider_after = {**provider, "autoScalingGroupProvider": wanted_provider(params)}
     if provider is not None and tags.changed:  # a new provider gets its tags at creation
         actions.append("update_tags")
-        if not check_mode and tags.to_remove:
-            _ecs_services.untag_resource(ecs, provider["capacityProviderArn"], tags.to_remove)
-        if not check_mode and tags.to_set:
-            _ecs_services.tag_resource(ecs, provider["capacityProviderArn"], tags.to_set)
+        if not check_mode:
+            _ecs_services.update_tags(ecs, provider["capacityProviderArn"], tags.to_set, tags.to_remove)
     attach = cluster_plan(cluster, params)
     if attach is not None:
         actions.append("put_cluster_capacity_providers")

@@ -80,10 +80,7 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             "settings": [{"name": "containerInsights", "value": params["container_insights"]}],
         }
     if tag_actions and not check_mode:
-        if tags.to_remove:
-            _ecs_services.untag_resource(ecs, before["clusterArn"], tags.to_remove)
-        if tags.to_set:
-            _ecs_services.tag_resource(ecs, before["clusterArn"], tags.to_set)
+        _ecs_services.update_tags(ecs, before["clusterArn"], tags.to_set, tags.to_remove)
     return {
         "changed": bool(actions or tag_actions),
         "actions": actions + tag_actions,
