@@ -17,11 +17,19 @@ wait_for() {  # wait_for <what> <command...>: up to 60 s
   return 1
 }
 
+detach() {  # detach <log> <command...>: in the background, holding none of the caller's open files (a flock, a pipe)
+  local log=$1; shift
+  (
+    for fd in /proc/self/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null
+    exec nohup "$@" >"$log" 2>&1
+  ) &
+}
+
 start_dockerd() {
   docker info >/dev/null 2>&1 && return 0
   command -v dockerd >/dev/null || { echo "services: dockerd missing; run 'make setup' as root" >&2; exit 1; }
   echo "services: starting dockerd"
-  nohup dockerd >"$state/dockerd.log" 2>&1 &
+  detach "$state/dockerd.log" dockerd
   wait_for dockerd docker info
 }
 
@@ -41,7 +49,7 @@ storage:
 http:
   addr: $registry_addr
 YAML
-  nohup docker-registry serve "$state/registry.yml" >"$state/registry.log" 2>&1 &
+  detach "$state/registry.log" docker-registry serve "$state/registry.yml"
   wait_for registry curl -fsS "http://$registry_addr/v2/"
 }
 
@@ -49,7 +57,7 @@ start_moto() {  # inventories/local's AWS endpoint; state lives in memory until 
   curl -fsS "http://$moto_addr/moto-api/" >/dev/null 2>&1 && return 0
   [ -x .venv/bin/moto_server ] || { echo "services: .venv/bin/moto_server missing; run 'make setup'" >&2; exit 1; }
   echo "services: starting moto server on $moto_addr"
-  nohup .venv/bin/moto_server -H "${moto_addr%:*}" -p "${moto_addr##*:}" >"$state/moto.log" 2>&1 &
+  detach "$state/moto.log" .venv/bin/moto_server -H "${moto_addr%:*}" -p "${moto_addr##*:}"
   wait_for "moto server" curl -fsS "http://$moto_addr/moto-api/"
 }
 

@@ -384,9 +384,7 @@ def main() -> None:
         module.client("ecs", retry_decorator=retry),
         module.client("elbv2", retry_decorator=retry),
         module.client("cloudwatch", retry_decorator=retry),
-        autoscaling=module.client("autoscaling", retry_decorator=retry),
-        ec2=module.client("ec2", retry_decorator=retry),
-        application_autoscaling=module.client("application-autoscaling", retry_decorator=retry),
+        connect=lambda service: module.client(service, retry_decorator=retry),
     )
     guard = cutover_guard(module.params, clients.elbv2)
     runner = Runner(module.params, clients, check_mode=module.check_mode, clock=GuardedClock(guard), guard=guard)

@@ -44,6 +44,24 @@ class PlaybookRun:
         return [t["name"] for t in self.tasks if any(h.get("changed") for h in t["hosts"].values())]
 
     @property
+    def deprecations(self) -> list[str]:
+        """Each deprecation the run would show once (Ansible shows a message once): those the modules returned, which
+        the default callback prints and the json callback only records, and those the controller printed itself."""
+        found: set[str] = set()
+
+        def walk(value) -> None:
+            if isinstance(value, dict):
+                found.update(d.get("msg", "") for d in value.get("deprecations") or [])
+                for item in value.get("results") or []:
+                    walk(item)
+
+        for task in self.tasks:
+            for host_result in task["hosts"].values():
+                walk(host_result)
+        printed = [line for line in self.stderr.splitlines() + self.stdout.splitlines() if "[DEPRECATION WARNING]" in line]
+        return sorted(found) + printed
+
+    @property
     def failed_tasks(self) -> list[str]:
         """Tasks that failed on some host, failures the play ignored left out."""
         return [t["name"] for t in self.tasks if any(h.get("failed") and not h.get("ignore_errors") for h in t["hosts"].values())]

@@ -58,6 +58,7 @@ def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
     assert first.rc == 0, first.stderr[-3000:] + first.stdout[-3000:]
     assert "LOCAL REHEARSAL" in first.result("Say this is a local rehearsal")["msg"]
     assert first.result("Register the Triton task definition")["changed"]
+    assert first.deprecations == []  # issue 14: no deprecation warning in any run
     assert len(_revisions(moto)) == 1
     image = first.result("Register the Triton task definition")["image"]
     assert image.startswith("127.0.0.1:5000/inferops/triton@sha256:")
@@ -72,6 +73,7 @@ def test_second_run_changes_nothing(local_deploy):
     moto, _first, second = local_deploy
     assert second.rc == 0, second.stderr[-3000:]
     assert second.changed_tasks == []
+    assert second.deprecations == []
     assert len(_revisions(moto)) == 1
 
 

@@ -23,17 +23,42 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client
 
 
 class Clients:
-    """The AWS clients of one module run (Auto Scaling, EC2 and Application Auto Scaling for capacity and autoscaling)."""
+    """The AWS clients of one module run. Auto Scaling, EC2 and Application Auto Scaling (capacity and autoscaling)
+    are made on first use by `connect` when not given: most phases never call them, and EC2's API model alone takes
+    about half a second to load."""
 
     def __init__(
-        self, ecs: Any, elbv2: Any, cloudwatch: Any, autoscaling: Any = None, ec2: Any = None, application_autoscaling: Any = None
+        self,
+        ecs: Any,
+        elbv2: Any,
+        cloudwatch: Any,
+        autoscaling: Any = None,
+        ec2: Any = None,
+        application_autoscaling: Any = None,
+        connect: Callable[[str], Any] | None = None,
     ) -> None:
         self.ecs = ecs
         self.elbv2 = elbv2
         self.cloudwatch = cloudwatch
-        self.autoscaling = autoscaling
-        self.ec2 = ec2
-        self.application_autoscaling = application_autoscaling
+        self._made = {"autoscaling": autoscaling, "ec2": ec2, "application-autoscaling": application_autoscaling}
+        self._connect = connect
+
+    def _client(self, service: str) -> Any:
+        if self._made[service] is None and self._connect is not None:
+            self._made[service] = self._connect(service)
+        return self._made[service]
+
+    @property
+    def autoscaling(self) -> Any:
+        return self._client("autoscaling")
+
+    @property
+    def ec2(self) -> Any:
+        return self._client("ec2")
+
+    @property
+    def application_autoscaling(self) -> Any:
+        return self._client("application-autoscaling")
 
 
 class CutoverState:
