@@ -22,7 +22,7 @@ SERVICE_OF_FILE = {
     "cloudwatch.py": "cloudwatch",
     "ecs.py": "ecs",
     "elbv2.py": "elbv2",
-    "identity.py": "iam",
+    "iam.py": "iam",
     "s3.py": "s3",
 }
 LISTING = re.compile(r'(?:full_result\(\s*\w+,\s*|get_paginator\()"(\w+)"')

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import iam as _iam
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import identity as _identity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
 
@@ -218,7 +219,7 @@ def run(params: dict[str, Any], documents: list[tuple[str, Any]], sts: Any, iam:
                 principal = params.get("principal_arn") or principal_arn(caller["Arn"])
                 try:
                     result["missing_permissions"] = denied_actions(
-                        _identity.simulate_principal_policy(iam, principal, params["iam_actions"])
+                        _iam.simulate_principal_policy(iam, principal, params["iam_actions"])
                     )
                 except (BotoCoreError, ClientError) as e:
                     problems.append(
