@@ -1,8 +1,8 @@
 """inferops.triton_ecs.iam_roles against a moto server (the AWS stand-in; its request recorder lists the write
 calls): check mode on an empty account writes nothing, a run creates two roles with their policies and the instance
 profile, a second run changes and writes nothing, drift (trust policy, description, an inline policy, a detached
-managed policy) is reported in check mode and converged, bad input fails naming the field with no AWS call at all,
-and --diff shows each role before and after."""
+managed policy) is reported in check mode and converged, tags converge (a value set, a key purged), bad input fails
+naming the field with no AWS call at all, and --diff shows each role before and after."""
 
 from __future__ import annotations
 
@@ -57,11 +57,13 @@ def aws_managed_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
 
 
-def run(moto: MotoServer, roles: list[dict[str, Any]], **kwargs: Any) -> tuple[dict[str, Any], list[str]]:
-    """One module run: its result and the write calls moto received during it."""
+def run(
+    moto: MotoServer, roles: list[dict[str, Any]], tags: dict[str, str] | None = None, **kwargs: Any
+) -> tuple[dict[str, Any], list[str]]:
+    """One module run (tags purged, the module's default): its result and the write calls moto received during it."""
     start_recording(moto)
     result = run_playbook(
-        PLAYBOOK, extra_vars={"aws_endpoint_url": moto.endpoint, "iam_roles": roles, "iam_tags": {"team": "ml"}}, **kwargs
+        PLAYBOOK, extra_vars={"aws_endpoint_url": moto.endpoint, "iam_roles": roles, "iam_tags": tags or {"team": "ml"}}, **kwargs
     )
     return result.result(TASK), writes(moto)
 
@@ -126,6 +128,13 @@ def test_create_rerun_drift_and_diff(moto_server: MotoServer) -> None:
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT_ID}}
     again, written = run(moto_server, ROLES)
     assert again["changed"] is False and written == []
+
+    # Tags converge on every run: a changed value is set, a key added by hand is purged.
+    iam.tag_role(RoleName="triton-task", Tags=[{"Key": "old", "Value": "1"}])
+    retagged, written = run(moto_server, ROLES, tags={"team": "ops"})
+    assert [a for a in retagged["actions"] if a.startswith("triton-task")] == ["triton-task: tag_role team", "triton-task: untag_role old"]
+    assert sorted(written) == ["TagRole", "TagRole", "UntagRole"]
+    assert iam.get_role(RoleName="triton-task")["Role"]["Tags"] == [{"Key": "team", "Value": "ops"}]
 
 
 def test_bad_input_fails_naming_the_field_before_any_call(moto_server: MotoServer) -> None:

@@ -218,9 +218,7 @@ def run(params: dict[str, Any], documents: list[tuple[str, Any]], sts: Any, iam:
             if params["simulate_iam"] and iam is not None:
                 principal = params.get("principal_arn") or principal_arn(caller["Arn"])
                 try:
-                    result["missing_permissions"] = denied_actions(
-                        _iam.simulate_principal_policy(iam, principal, params["iam_actions"])
-                    )
+                    result["missing_permissions"] = denied_actions(_iam.simulate_principal_policy(iam, principal, params["iam_actions"]))
                 except (BotoCoreError, ClientError) as e:
                     problems.append(
                         f"cannot simulate the permissions of {principal} ({error_code(e) or e}): the caller needs "
