@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry
 from ansible_collections.amazon.aws.plugins.module_utils.tagging import ansible_dict_to_boto3_tag_list, boto3_tag_list_to_ansible_dict
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.pages import full_result
 
@@ -120,6 +121,8 @@ def create_instance_profile(iam: Any, name: str, path: str) -> dict[str, Any]:
     return iam.create_instance_profile(aws_retry=True, InstanceProfileName=name, Path=path)["InstanceProfile"]
 
 
+# IAM is eventually consistent: a profile or role created a moment ago can still answer NoSuchEntity here.
+@AWSRetry.jittered_backoff(retries=5, delay=1, catch_extra_error_codes=["NoSuchEntity"])
 def add_role_to_instance_profile(iam: Any, profile_name: str, role_name: str) -> None:
     iam.add_role_to_instance_profile(aws_retry=True, InstanceProfileName=profile_name, RoleName=role_name)
 
