@@ -232,6 +232,12 @@ def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoSer
     for task in SKIPPABLE:
         assert was_skipped(fourth, task), task
     again = published(fourth)
+    # The roles, looked up by name (iam_roles_info), publish the ARNs the managed run created.
+    roles = ("fleet_iam_execution_role_arn", "fleet_iam_task_role_arn")
+    managed, looked_up = (task_result(r, "Publish the role ARNs")["ansible_facts"] for r in (first, fourth))
+    assert [looked_up[k] for k in roles] == [managed[k] for k in roles]
+    assert all(looked_up[k].startswith("arn:aws:iam::") for k in roles), looked_up
+    assert fourth.deprecations == []
     assert {k: again[k] for k in ("target_groups", "production_listener_arn", "test_listener_arn")} == {
         k: out[k] for k in ("target_groups", "production_listener_arn", "test_listener_arn")
     }
