@@ -230,14 +230,10 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen imp
 
 def live_color(elbv2, params) -> str:
     """The colour with the larger production weight, from the listener (or rule) the cutover moves."""
-    if params.get("listener_rule_arn"):
-        found = elb.describe_rule(elbv2, params["listener_rule_arn"])
-        actions, what = (found or {}).get("Actions"), f"listener_rule_arn {params['listener_rule_arn']}"
-    else:
-        found = elb.describe_listener(elbv2, params["listener_arn"])
-        actions, what = (found or {}).get("DefaultActions"), f"listener_arn {params['listener_arn']}"
-    if found is None:
-        raise InputError(f"{what} does not exist: create the listeners first (role fleet_load_balancing)")
+    actions = elb.production_actions(elbv2, params.get("listener_arn"), params.get("listener_rule_arn"))
+    if actions is None:
+        field = "listener_rule_arn" if params.get("listener_rule_arn") else "listener_arn"
+        raise InputError(f"{field} {params[field]} does not exist: create the listeners first (role fleet_load_balancing)")
     return bg.live_color(listener_actions.read_percent_weights(actions, params["target_groups"]))
 
 

@@ -107,6 +107,16 @@ def describe_rule(elbv2: Any, rule_arn: str) -> dict[str, Any] | None:
         return None
 
 
+def production_actions(elbv2: Any, listener_arn: str | None, rule_arn: str | None) -> list[dict[str, Any]] | None:
+    """The actions of the production route: the rule's when `rule_arn` is given, else the listener's default actions;
+    None when that rule or listener does not exist."""
+    if rule_arn:
+        rule = describe_rule(elbv2, rule_arn)
+        return None if rule is None else rule["Actions"]
+    listener = describe_listener(elbv2, listener_arn)
+    return None if listener is None else listener["DefaultActions"]
+
+
 def create_rule(elbv2: Any, listener_arn: str, fields: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
     kwargs = {"ListenerArn": listener_arn, **fields}
     if tags:

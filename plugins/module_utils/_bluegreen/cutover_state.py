@@ -155,15 +155,11 @@ class CutoverState:
         self.described = described
 
     def _production_actions(self) -> list[dict[str, Any]]:
-        if self.p.get("listener_rule_arn"):
-            rule = elb.describe_rule(self.aws.elbv2, self.p["listener_rule_arn"])
-            if rule is None:
-                raise bg.PlanError(f"listener_rule_arn {self.p['listener_rule_arn']} does not exist")
-            return rule["Actions"]
-        listener = elb.describe_listener(self.aws.elbv2, self.p["listener_arn"])
-        if listener is None:
-            raise bg.PlanError(f"listener_arn {self.p['listener_arn']} does not exist")
-        return listener["DefaultActions"]
+        actions = elb.production_actions(self.aws.elbv2, self.p.get("listener_arn"), self.p.get("listener_rule_arn"))
+        if actions is None:
+            field = "listener_rule_arn" if self.p.get("listener_rule_arn") else "listener_arn"
+            raise bg.PlanError(f"{field} {self.p[field]} does not exist")
+        return actions
 
     def observe(self, services: dict[str, dict[str, Any]] | None = None) -> None:
         self.prod_actions = self._production_actions()

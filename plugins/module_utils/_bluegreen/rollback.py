@@ -185,16 +185,11 @@ def observe(ecs: Any, elbv2: Any, app: Application) -> None:
 
 
 def observe_weights(elbv2: Any, app: Application) -> None:
-    if app.is_rule:
-        rule = elb.describe_rule(elbv2, app.production_arn)
-        if rule is None:
-            raise PlanError(f"listener_rule_arn {app.production_arn} does not exist")
-        app.actions = rule["Actions"]
-    else:
-        listener = elb.describe_listener(elbv2, app.production_arn)
-        if listener is None:
-            raise PlanError(f"listener_arn {app.production_arn} does not exist")
-        app.actions = listener["DefaultActions"]
+    listener_arn, rule_arn = (None, app.production_arn) if app.is_rule else (app.production_arn, None)
+    actions = elb.production_actions(elbv2, listener_arn, rule_arn)
+    if actions is None:
+        raise PlanError(f"{'listener_rule_arn' if app.is_rule else 'listener_arn'} {app.production_arn} does not exist")
+    app.actions = actions
     app.weights = listener_actions.read_percent_weights(app.actions, app.target_groups)
 
 

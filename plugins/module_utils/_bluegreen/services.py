@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, target_group_arn_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TagPlan, as_strings, key_errors
@@ -157,7 +157,7 @@ def create_arguments(params: dict[str, Any], color: str, task_definition: str) -
         kwargs["placementConstraints"] = placement_constraints(params)
     if params.get("placement_strategy"):
         kwargs["placementStrategy"] = placement_strategy(params)
-    kwargs["tags"] = _ecs_services.ecs_tags(wanted_tags(params.get("tags") or {}, color))
+    kwargs["tags"] = _ecs.ecs_tags(wanted_tags(params.get("tags") or {}, color))
     return kwargs
 
 
@@ -236,11 +236,11 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     errors = validate(params)
     if errors:
         raise InputError(errors)
-    if _ecs_services.describe_cluster(ecs, params["cluster"]) is None:
+    if _ecs.describe_cluster(ecs, params["cluster"]) is None:
         raise InputError(f"cluster {params['cluster']!r} does not exist (or is not ACTIVE): create it first (role fleet_cluster)")
     names = {color: f"{params['name']}-{color}" for color in COLORS}
     # deleted (INACTIVE) services count as missing
-    found = _ecs_services.describe_services(ecs, params["cluster"], list(names.values()), include=["TAGS"])
+    found = _ecs.describe_services(ecs, params["cluster"], list(names.values()), include=["TAGS"])
     before = {s["serviceName"]: s for s in found if s.get("status") != "INACTIVE"}
     for name in names.values():
         if before.get(name, {}).get("status") == "DRAINING":
@@ -252,7 +252,7 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             raise InputError(
                 f"{', '.join(names[c] for c in missing)} missing: give task_definition, the revision a new service starts with"
             )
-        described = _ecs_services.describe_task_definition(ecs, params["task_definition"])
+        described = _ecs.describe_task_definition(ecs, params["task_definition"])
         if described is None:
             raise InputError(f"task_definition {params['task_definition']!r} does not exist: register it first (task_definition module)")
         errors = validate_task_definition(described["taskDefinition"], params)
@@ -274,7 +274,7 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             if check_mode:
                 after[name] = {k: v for k, v in kwargs.items() if k != "cluster"}
             else:
-                after[name] = _ecs_services.create_service(ecs, kwargs)
+                after[name] = _ecs.create_service(ecs, kwargs)
             continue
         fields = drift(before[name], params, color)
         drifted[color] = sorted(fields)
@@ -290,12 +290,12 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             if check_mode:
                 after[name] = {**before[name], **todo}
             else:
-                after[name] = _ecs_services.update_service(ecs, params["cluster"], name, update_fields(todo))
-        tags[color] = plan_tags(_ecs_services.tags_of(before[name]), wanted_tags(params.get("tags"), color), params.get("purge_tags", True))
+                after[name] = _ecs.update_service(ecs, params["cluster"], name, update_fields(todo))
+        tags[color] = plan_tags(_ecs.tags_of(before[name]), wanted_tags(params.get("tags"), color), params.get("purge_tags", True))
         if tags[color].changed:
             actions.append(f"update_tags {name}")
             if not check_mode:
-                _ecs_services.update_tags(ecs, before[name]["serviceArn"], tags[color].to_set, tags[color].to_remove)
+                _ecs.update_tags(ecs, before[name]["serviceArn"], tags[color].to_set, tags[color].to_remove)
     return {
         "changed": bool(actions),
         "actions": actions,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import key_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
@@ -152,17 +152,17 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
     errors = validate(params)
     if errors:
         raise InputError(errors)
-    cluster = _ecs_services.describe_cluster(ecs, params["cluster"])
+    cluster = _ecs.describe_cluster(ecs, params["cluster"])
     if cluster is None:
         raise InputError(f"cluster {params['cluster']!r} does not exist (or is not ACTIVE): create it first (role fleet_cluster)")
     asg_name = asg_name_of(params["auto_scaling_group_arn"])
     asg = describe_asg(autoscaling, asg_name)
     if asg is None or asg.get("AutoScalingGroupARN") != params["auto_scaling_group_arn"]:
         raise InputError(f"auto_scaling_group_arn {params['auto_scaling_group_arn']}: no such Auto Scaling group; create it first")
-    found = _ecs_services.describe_capacity_providers(ecs, [params["name"]], include=["TAGS"])
+    found = _ecs.describe_capacity_providers(ecs, [params["name"]], include=["TAGS"])
     provider = next((p for p in found if p.get("status") == "ACTIVE"), None)
     drift = provider_drift(provider, params) if provider else []  # raises before any write on an ASG mismatch
-    tags = plan_tags(_ecs_services.tags_of(provider), params.get("tags"), params.get("purge_tags", True))
+    tags = plan_tags(_ecs.tags_of(provider), params.get("tags"), params.get("purge_tags", True))
     actions: list[str] = []
     provider_after, cluster_after = provider, cluster
     if params.get("managed_termination_protection") and not asg.get("NewInstancesProtectedFromScaleIn"):
@@ -172,24 +172,24 @@ def ensure(ecs: Any, autoscaling: Any, params: dict[str, Any], check_mode: bool)
     if provider is None:
         actions.append("create_capacity_provider")
         if not check_mode:
-            provider_after = _ecs_services.create_capacity_provider(ecs, params["name"], wanted_provider(params), params.get("tags") or {})
+            provider_after = _ecs.create_capacity_provider(ecs, params["name"], wanted_provider(params), params.get("tags") or {})
         else:
             provider_after = {"name": params["name"], "autoScalingGroupProvider": wanted_provider(params)}
     elif drift:
         actions.append("update_capacity_provider")
         if not check_mode:
-            provider_after = _ecs_services.update_capacity_provider(ecs, params["name"], wanted_provider(params))
+            provider_after = _ecs.update_capacity_provider(ecs, params["name"], wanted_provider(params))
         else:
             provider_after = {**provider, "autoScalingGroupProvider": wanted_provider(params)}
     if provider is not None and tags.changed:  # a new provider gets its tags at creation
         actions.append("update_tags")
         if not check_mode:
-            _ecs_services.update_tags(ecs, provider["capacityProviderArn"], tags.to_set, tags.to_remove)
+            _ecs.update_tags(ecs, provider["capacityProviderArn"], tags.to_set, tags.to_remove)
     attach = cluster_plan(cluster, params)
     if attach is not None:
         actions.append("put_cluster_capacity_providers")
         if not check_mode:
-            cluster_after = _ecs_services.put_cluster_providers(ecs, params["cluster"], *attach)
+            cluster_after = _ecs.put_cluster_providers(ecs, params["cluster"], *attach)
         else:
             cluster_after = {**cluster, "capacityProviders": attach[0], "defaultCapacityProviderStrategy": attach[1]}
     return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import key_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
@@ -63,16 +63,16 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     errors = validate(params)
     if errors:
         raise InputError(errors)
-    before = _ecs_services.describe_cluster(ecs, params["name"], statuses=("ACTIVE", "PROVISIONING"), include=["SETTINGS", "TAGS"])
+    before = _ecs.describe_cluster(ecs, params["name"], statuses=("ACTIVE", "PROVISIONING"), include=["SETTINGS", "TAGS"])
     actions = plan(before, params)
-    tags = plan_tags(_ecs_services.tags_of(before), params.get("tags"), params.get("purge_tags", True))
+    tags = plan_tags(_ecs.tags_of(before), params.get("tags"), params.get("purge_tags", True))
     tag_actions = ["update_tags"] if before is not None and tags.changed else []  # a new cluster gets its tags at creation
     after = before
     if actions and not check_mode:
         if actions == ["create"]:
-            after = _ecs_services.create_cluster(ecs, params["name"], params["container_insights"], params.get("tags") or {})
+            after = _ecs.create_cluster(ecs, params["name"], params["container_insights"], params.get("tags") or {})
         else:
-            after = _ecs_services.update_insights(ecs, params["name"], params["container_insights"])
+            after = _ecs.update_insights(ecs, params["name"], params["container_insights"])
     elif actions:
         after = {
             **(before or {}),
@@ -80,7 +80,7 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             "settings": [{"name": "containerInsights", "value": params["container_insights"]}],
         }
     if tag_actions and not check_mode:
-        _ecs_services.update_tags(ecs, before["clusterArn"], tags.to_set, tags.to_remove)
+        _ecs.update_tags(ecs, before["clusterArn"], tags.to_set, tags.to_remove)
     return {
         "changed": bool(actions or tag_actions),
         "actions": actions + tag_actions,

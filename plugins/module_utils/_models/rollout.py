@@ -22,7 +22,7 @@ import hashlib
 import json
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs_services
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.convergence import (
     failures_total,
@@ -222,7 +222,7 @@ def read_status(s3: Any, bucket: str, prefix: str, application: str, instance_id
 
 def active_instance_ids(ecs: Any, cluster: str) -> list[str]:
     """EC2 instance ids of the cluster's ACTIVE container instances, sorted (the first is the default canary)."""
-    return sorted(ci["ec2InstanceId"] for ci in _ecs_services.container_instances(ecs, cluster) if ci.get("ec2InstanceId"))
+    return sorted(ci["ec2InstanceId"] for ci in _ecs.container_instances(ecs, cluster) if ci.get("ec2InstanceId"))
 
 
 def check_instances(instances: list[str], active: list[str] | None, cluster: str | None) -> list[str]:
