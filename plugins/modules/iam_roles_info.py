@@ -71,14 +71,11 @@ missing:
   elements: str
 """
 
-import re  # noqa: E402
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import iam as _iam  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
-
-ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.iam_roles import ROLE_NAME  # noqa: E402
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import as_strings, key_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 
-_ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
+ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
 _POLICY_NAME = re.compile(r"^[\w+=,.@-]{1,128}$")
 _PATH = re.compile(r"^/([\x21-\x7e]*/)?$")
 _POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(aws|\d{12}):policy/")
@@ -53,7 +53,7 @@ def _role_errors(index: int, role: dict[str, Any]) -> list[str]:
     where = f"roles[{index}]"
     errors = []
     name = role.get("name") or ""
-    if not isinstance(name, str) or not _ROLE_NAME.match(name):
+    if not isinstance(name, str) or not ROLE_NAME.match(name):
         errors.append(f"{where}.name {name!r}: a role name is 1-64 letters, digits and +=,.@_-, e.g. triton-task")
     error = _policy_error(f"{where}.trust_policy", role.get("trust_policy"))
     if error:
