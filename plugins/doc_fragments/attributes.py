@@ -1,7 +1,8 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""The C(attributes) every module of the collection declares (check and diff mode), as community.docker does;
-each module says its own C(support) and C(details)."""
+"""The C(attributes) every module of the collection declares (check and diff mode), as community.docker does.
+A module that supports both fully extends C(inferops.triton_ecs.attributes.full) and adds only its C(details); the
+others extend C(inferops.triton_ecs.attributes) and say their own C(support)."""
 
 from __future__ import annotations
 
@@ -14,4 +15,15 @@ attributes:
     description: Can run in check mode and report what it would change (C(changed)) without writing.
   diff_mode:
     description: Returns C(diff) with what changed (or, in check mode, would change), as C(before) and C(after).
+"""
+
+    FULL = r"""
+options: {}
+attributes:
+  check_mode:
+    description: Can run in check mode and report what it would change (C(changed)) without writing.
+    support: full
+  diff_mode:
+    description: Returns C(diff) with what changed (or, in check mode, would change), as C(before) and C(after).
+    support: full
 """

@@ -306,9 +306,8 @@ wall_s:
   type: float
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import GuardedClock, WriteRefused, cutover_guard  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors  # noqa: E402
@@ -368,9 +367,8 @@ def main() -> None:
         lock_ttl_s=dict(seconds, default=600),
         break_lock=dict(type="bool", default=False),
     )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec,
-        supports_check_mode=True,
+    module = aws_module(
+        argument_spec,
         required_one_of=[("listener_arn", "listener_rule_arn")],
         mutually_exclusive=[("listener_arn", "listener_rule_arn"), ("test_route_url", "test_route_urls")],
         required_if=[("state", "present", ["desired_count"])],
@@ -379,12 +377,11 @@ def main() -> None:
     if errors:
         module.fail_json(msg="; ".join(errors), errors=errors)
 
-    retry = AWSRetry.jittered_backoff()
     clients = Clients(
-        module.client("ecs", retry_decorator=retry),
-        module.client("elbv2", retry_decorator=retry),
-        module.client("cloudwatch", retry_decorator=retry),
-        connect=lambda service: module.client(service, retry_decorator=retry),
+        client(module, "ecs"),
+        client(module, "elbv2"),
+        client(module, "cloudwatch"),
+        connect=lambda service: client(module, service),
     )
     guard = cutover_guard(module.params, clients.elbv2)
     runner = Runner(module.params, clients, check_mode=module.check_mode, clock=GuardedClock(guard), guard=guard)

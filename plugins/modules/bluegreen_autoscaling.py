@@ -148,17 +148,15 @@ options:
         required: true
 attributes:
   check_mode:
-    support: full
     details:
       - Reads AWS and reports the writes it would make.
   diff_mode:
-    support: full
     details:
       - The target's bounds and the policy names before and after.
 extends_documentation_fragment:
   - inferops.triton_ecs.application
   - inferops.triton_ecs.production_listener
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - inferops.triton_ecs.target_groups
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -218,11 +216,10 @@ skipped_reason:
   type: str
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError, module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions, scaling_policies  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg  # noqa: E402
@@ -295,20 +292,18 @@ def main() -> None:
             ),
         ),
     )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec,
-        supports_check_mode=True,
+    module = aws_module(
+        argument_spec,
         required_one_of=[("listener_arn", "listener_rule_arn")],
         mutually_exclusive=[("listener_arn", "listener_rule_arn")],
     )
     errors = scaling_policies.validate(module.params, module.params["metrics"]["published"])
     if errors:
         module.fail_json(msg="; ".join(errors), errors=errors)
-    retry = AWSRetry.jittered_backoff()
-    elbv2 = module.client("elbv2", retry_decorator=retry)
-    aas = module.client("application-autoscaling", retry_decorator=retry)
-    cloudwatch = module.client("cloudwatch", retry_decorator=retry)
-    ecs = module.client("ecs", retry_decorator=retry)
+    elbv2 = client(module, "elbv2")
+    aas = client(module, "application-autoscaling")
+    cloudwatch = client(module, "cloudwatch")
+    ecs = client(module, "ecs")
     with module_errors(module, f"autoscaling of {module.params['name']}: AWS call failed"):
         live = live_color(elbv2, module.params)
         if desired_count(ecs, module.params, live) == 0:

@@ -89,14 +89,9 @@ options:
       ssl_policy:
         description: TLS policy of an HTTPS listener.
         type: str
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
 extends_documentation_fragment:
   - inferops.triton_ecs.target_groups
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -164,9 +159,7 @@ tags:
   sample: {rule: {team: inference}, test: {team: inference}}
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listeners import ensure  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import TARGET_GROUPS_OPTION  # noqa: E402
 
@@ -188,10 +181,8 @@ def main() -> None:
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
-    elbv2 = module.client("elbv2", retry_decorator=AWSRetry.jittered_backoff())
-    with module_errors(module, f"listeners of {module.params['load_balancer_arn']}: AWS call failed"):
-        result = ensure(elbv2, module.params, module.check_mode)
+    module = aws_module(argument_spec)
+    result = converge(module, ["elbv2"], ensure, f"listeners of {module.params['load_balancer_arn']}: AWS call failed")
     module.exit_json(**result)
 
 

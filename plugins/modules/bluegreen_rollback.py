@@ -45,16 +45,14 @@ options:
     default: 600
 attributes:
   check_mode:
-    support: full
     details:
       - Reads AWS and returns the writes it would make (RV(actions)), without any write.
   diff_mode:
-    support: full
     details:
       - C(before) and C(after) hold the weights and desired counts.
 extends_documentation_fragment:
   - inferops.triton_ecs.application
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -129,9 +127,8 @@ wall_s:
   type: float
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard, WriteRefused  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, new_owner  # noqa: E402
@@ -139,8 +136,8 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.rol
 
 
 def main() -> None:
-    module = AnsibleAWSModule(
-        argument_spec=dict(
+    module = aws_module(
+        dict(
             cluster=dict(type="str", required=True),
             name=dict(type="str", required=True),
             listener_arn=dict(type="str"),
@@ -149,15 +146,13 @@ def main() -> None:
             break_lock=dict(type="bool", default=True),
             lock_ttl_s=dict(type="int", default=600),
         ),
-        supports_check_mode=True,
         mutually_exclusive=[("listener_arn", "listener_rule_arn")],
     )
     params = module.params
     if not 60 <= params["lock_ttl_s"] <= 86400:
         module.fail_json(msg=f"lock_ttl_s is {params['lock_ttl_s']}: give a value between 60 and 86400")
-    retry = AWSRetry.jittered_backoff()
-    ecs = module.client("ecs", retry_decorator=retry)
-    elbv2 = module.client("elbv2", retry_decorator=retry)
+    ecs = client(module, "ecs")
+    elbv2 = client(module, "elbv2")
     guard = CutoverGuard(ControllerWatch(), None, break_lock=params["break_lock"])
     with module_errors(module, f"emergency rollback of {params['name']}: AWS call failed", {WriteRefused: lambda e: {"msg": str(e)}}):
         result = rollback(

@@ -112,17 +112,14 @@ options:
     choices: [report, apply]
     default: report
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details:
       - The diff shows each colour's settings and tags.
 extends_documentation_fragment:
   - inferops.triton_ecs.application
   - inferops.triton_ecs.target_groups
   - inferops.triton_ecs.placement_constraints
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -187,9 +184,7 @@ tags:
   sample: {blue: {team: inference, "inferops:color": blue}, green: {team: inference, "inferops:color": green}}
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.services import ensure  # noqa: E402
 
@@ -228,10 +223,8 @@ def main() -> None:
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
-    ecs = module.client("ecs", retry_decorator=AWSRetry.jittered_backoff())
-    with module_errors(module, f"services of {module.params['name']}: AWS call failed"):
-        result = ensure(ecs, module.params, module.check_mode)
+    module = aws_module(argument_spec)
+    result = converge(module, ["ecs"], ensure, f"services of {module.params['name']}: AWS call failed")
     for warning in result["settings_held"]:
         module.warn(warning)
     module.exit_json(**result)

@@ -29,14 +29,11 @@ options:
     description: The dashboard body (C(widgets) list), as a dict or a JSON string. Required with O(state=present).
     type: raw
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details:
       - The dashboard body before and after.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -84,9 +81,7 @@ validation_messages:
   elements: str
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.cloudwatch_dashboard import ensure  # noqa: E402
 
 
@@ -96,10 +91,8 @@ def main() -> None:
         state=dict(type="str", choices=["present", "absent"], default="present"),
         body=dict(type="raw"),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, required_if=[("state", "present", ["body"])])
-    cloudwatch = module.client("cloudwatch", retry_decorator=AWSRetry.jittered_backoff())
-    with module_errors(module, f"dashboard {module.params['name']}: AWS call failed"):
-        result = ensure(cloudwatch, module.params, module.check_mode)
+    module = aws_module(argument_spec, required_if=[("state", "present", ["body"])])
+    result = converge(module, ["cloudwatch"], ensure, f"dashboard {module.params['name']}: AWS call failed")
     for message in result.get("validation_messages") or []:
         module.warn(f"dashboard {module.params['name']}: {message}")
     module.exit_json(**result)

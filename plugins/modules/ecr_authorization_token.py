@@ -66,15 +66,14 @@ expires_at:
   type: str
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.ecr import get_authorization  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 
 
 def main() -> None:
-    module = AnsibleAWSModule(argument_spec={}, supports_check_mode=True)
-    ecr = module.client("ecr", retry_decorator=AWSRetry.jittered_backoff())
+    module = aws_module({})
+    ecr = client(module, "ecr")
     with module_errors(module, "ECR GetAuthorizationToken failed"):
         auth = get_authorization(ecr)
     module.exit_json(changed=False, **auth)

@@ -74,14 +74,11 @@ options:
         type: int
         default: 0
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details:
       - The diff shows the provider's scaling settings and tags, and the cluster's providers and default strategy.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -133,9 +130,7 @@ tags:
   sample: {team: inference}
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.capacity_provider import ensure  # noqa: E402
 
 
@@ -160,11 +155,8 @@ def main() -> None:
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
-    retry = AWSRetry.jittered_backoff()
-    ecs, autoscaling = module.client("ecs", retry_decorator=retry), module.client("autoscaling", retry_decorator=retry)
-    with module_errors(module, f"capacity provider {module.params['name']}: AWS call failed"):
-        result = ensure(ecs, autoscaling, module.params, module.check_mode)
+    module = aws_module(argument_spec)
+    result = converge(module, ["ecs", "autoscaling"], ensure, f"capacity provider {module.params['name']}: AWS call failed")
     module.exit_json(**result)
 
 

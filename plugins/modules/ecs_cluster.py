@@ -29,14 +29,11 @@ options:
     choices: [enabled, enhanced, disabled]
     default: enabled
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details:
       - The diff shows the Container Insights setting and the tags.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -77,9 +74,7 @@ tags:
   sample: {team: inference}
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.ecs_cluster import ensure  # noqa: E402
 
 
@@ -90,10 +85,8 @@ def main() -> None:
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
-    ecs = module.client("ecs", retry_decorator=AWSRetry.jittered_backoff())
-    with module_errors(module, f"ECS cluster {module.params['name']}: AWS call failed"):
-        result = ensure(ecs, module.params, module.check_mode)
+    module = aws_module(argument_spec)
+    result = converge(module, ["ecs"], ensure, f"ECS cluster {module.params['name']}: AWS call failed")
     module.exit_json(**result)
 
 

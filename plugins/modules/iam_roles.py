@@ -63,15 +63,12 @@ options:
     type: str
     default: ""
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details:
       - The diff shows, per role, the trust policy, description, permissions boundary, managed policies, the named
         inline policies and the tags.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -139,9 +136,7 @@ actions:
   sample: ["triton-task: put_inline_policy triton-model-read"]
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.iam_roles import ensure  # noqa: E402
 
 
@@ -161,10 +156,8 @@ def main() -> None:
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
-    iam = module.client("iam", retry_decorator=AWSRetry.jittered_backoff())
-    with module_errors(module, "IAM roles: AWS call failed"):
-        result = ensure(iam, module.params, module.check_mode)
+    module = aws_module(argument_spec)
+    result = converge(module, ["iam"], ensure, "IAM roles: AWS call failed")
     module.exit_json(**result)
 
 

@@ -71,20 +71,19 @@ missing:
   elements: str
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import iam as _iam  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.iam_roles import ROLE_NAME  # noqa: E402
 
 
 def main() -> None:
-    module = AnsibleAWSModule(argument_spec=dict(names=dict(type="list", elements="str", required=True)), supports_check_mode=True)
+    module = aws_module(dict(names=dict(type="list", elements="str", required=True)))
     names = module.params["names"]
     bad = [name for name in names if not ROLE_NAME.match(name)]
     if bad:
         module.fail_json(msg=f"names: {', '.join(map(repr, bad))} are not IAM role names (1-64 of letters, digits and +=,.@_-; not ARNs)")
-    iam = module.client("iam", retry_decorator=AWSRetry.jittered_backoff())
+    iam = client(module, "iam")
     with module_errors(module, "IAM roles: AWS call failed"):
         found = {name: _iam.get_role(iam, name) for name in names}
     roles = [{"name": name, "arn": role["Arn"], "path": role["Path"]} for name, role in found.items() if role is not None]

@@ -109,9 +109,8 @@ manifest_written:
   type: bool
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
 
@@ -125,9 +124,9 @@ def main() -> None:
         source=dict(type="path", required=True),
         config=dict(type="path", required=True),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = aws_module(argument_spec)
     p = module.params
-    s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
+    s3 = client(module, "s3")
     with module_errors(
         module,
         f"model {p['model']} version {p['version']}: S3 call to bucket {p['bucket']} failed",

@@ -93,15 +93,13 @@ options:
     type: dict
 attributes:
   check_mode:
-    support: full
     details:
       - Plans the writes without making them; O(state=converged) reads the status objects once, without waiting or failing.
   diff_mode:
-    support: full
     details:
       - The release records before and after.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -199,9 +197,8 @@ waited_s:
 
 import time  # noqa: E402
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.convergence import RolloutError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import run  # noqa: E402
@@ -223,14 +220,13 @@ def main() -> None:
         bake_s=dict(type="int", default=0),
         inference_failures_before=dict(type="dict"),
     )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec,
-        supports_check_mode=True,
+    module = aws_module(
+        argument_spec,
         required_if=[("state", "canary", ["models"]), ("state", "promoted", ["models"]), ("state", "converged", ["cluster"])],
     )
     p = module.params
-    s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
-    ecs = module.client("ecs", retry_decorator=AWSRetry.jittered_backoff()) if p["cluster"] else None
+    s3 = client(module, "s3")
+    ecs = client(module, "ecs") if p["cluster"] else None
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with module_errors(
         module,

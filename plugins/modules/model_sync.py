@@ -72,15 +72,13 @@ options:
     default: false
 attributes:
   check_mode:
-    support: full
     details:
       - Reports what would change (files to download, versions to prune) without changing anything.
   diff_mode:
-    support: full
     details:
       - The local versions before and after.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -175,9 +173,8 @@ local_versions:
   elements: int
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import (  # noqa: E402
     local_versions,
@@ -198,7 +195,7 @@ def main() -> None:
         protect_versions=dict(type="list", elements="int", default=[]),
         verify_local=dict(type="bool", default=False),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, required_if=[("state", "present", ["bucket"])])
+    module = aws_module(argument_spec, required_if=[("state", "present", ["bucket"])])
     p = module.params
     model_dir = f"{p['host_path']}/{p['model']}"
     with module_errors(
@@ -217,7 +214,7 @@ def main() -> None:
             result = prune_versions(p["host_path"], p["model"], p["keep_versions"], p["protect_versions"], check_mode=module.check_mode)
             after = result["kept"]
         else:
-            s3 = module.client("s3", retry_decorator=AWSRetry.jittered_backoff())
+            s3 = client(module, "s3")
             result = sync_version(
                 s3,
                 p["bucket"],

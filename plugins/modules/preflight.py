@@ -146,9 +146,8 @@ except ImportError:  # pragma: no cover - main() reports the missing library
 
 from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
 
 
@@ -180,7 +179,7 @@ def main() -> None:
         iam_policy_section=dict(type="str", default="deploy.yml"),
         principal_arn=dict(type="str"),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = aws_module(argument_spec)
     if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     params = dict(module.params, region=module.region or "")
@@ -201,9 +200,9 @@ def main() -> None:
             f"(aws configure sso --profile {profile}), or set aws_profile to one you have"
         )
     else:
-        sts = module.client("sts", retry_decorator=AWSRetry.jittered_backoff())
+        sts = client(module, "sts")
         if params["simulate_iam"]:
-            iam = module.client("iam", retry_decorator=AWSRetry.jittered_backoff())
+            iam = client(module, "iam")
     result = _preflight.run(params, _documents(params["inventory_sources"], params["base_dir"]), sts, iam)
     if result["problems"]:
         count = len(result["problems"])

@@ -26,14 +26,11 @@ options:
     type: dict
     required: true
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details:
       - The managed attributes before and after.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -63,9 +60,7 @@ attributes:
   type: dict
 """
 
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.target_group_attributes import ensure  # noqa: E402
 
 
@@ -74,10 +69,8 @@ def main() -> None:
         target_group_arn=dict(type="str", required=True),
         attributes=dict(type="dict", required=True),
     )
-    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True)
-    elbv2 = module.client("elbv2", retry_decorator=AWSRetry.jittered_backoff())
-    with module_errors(module, f"target group {module.params['target_group_arn']}: AWS call failed"):
-        result = ensure(elbv2, module.params, module.check_mode)
+    module = aws_module(argument_spec)
+    result = converge(module, ["elbv2"], ensure, f"target group {module.params['target_group_arn']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -219,11 +219,9 @@ options:
     type: int
 attributes:
   check_mode:
-    support: full
     details:
       - Registers, tags and deregisters nothing, and returns the rendered definition and the diff.
   diff_mode:
-    support: full
     details:
       - The diff is the canonical form of the latest ACTIVE revision (before) and of the rendered definition (after), tags included.
 notes:
@@ -231,7 +229,7 @@ notes:
     reads the C(TRITON_*) variables; for another image, set C(entryPoint) and C(command) through O(container_overrides).
 extends_documentation_fragment:
   - inferops.triton_ecs.placement_constraints
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
   - amazon.aws.tags
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -323,9 +321,8 @@ kept_in_use:
 """
 
 # Ansible modules keep their imports below the documentation strings.
-from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.plan import absent, present  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.secrets import values_to_hide  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import validate  # noqa: E402
@@ -393,9 +390,8 @@ def main() -> None:
         extra_containers=dict(type="list", elements="dict", default=[]),
         keep_revisions=dict(type="int"),
     )
-    module = AnsibleAWSModule(
-        argument_spec=argument_spec,
-        supports_check_mode=True,
+    module = aws_module(
+        argument_spec,
         required_if=[("state", "present", ["image"])],
     )
     module.no_log_values.update(values_to_hide(module.params))
@@ -404,13 +400,12 @@ def main() -> None:
     for warning in warnings:
         module.warn(warning)
 
-    retry = AWSRetry.jittered_backoff()
-    ecs = module.client("ecs", retry_decorator=retry)
+    ecs = client(module, "ecs")
     with module_errors(module, f"ECS task definition family {module.params['family']}: AWS call failed"):
         if module.params["state"] == "present":
             result = present(
                 ecs,
-                lambda: module.client("ecr", retry_decorator=retry),
+                lambda: client(module, "ecr"),
                 module.params,
                 module.region,
                 check_mode=module.check_mode,

@@ -71,15 +71,13 @@ notes:
   - A model Triton has never loaded is first loaded from its on-disk config, then pinned to O(version).
 attributes:
   check_mode:
-    support: full
     details:
       - Reports the versions it would load or unload without changing anything.
   diff_mode:
-    support: full
     details:
       - The READY versions before and after.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.full
 """
 
 EXAMPLES = r"""

@@ -1,6 +1,8 @@
-"""module_errors, the end of every module's main(): which error leaves through which call, with what.
+"""module_errors, the end of every module's main(): which error leaves through which call, with what; and converge,
+the whole main() of a module that converges one resource.
 
-Stand-in: a recording module (fail_json / fail_json_aws raise SystemExit as Ansible's do); botocore's real ClientError.
+Stand-in: a recording module (fail_json / fail_json_aws raise SystemExit as Ansible's do; client() records the
+service and its retry decorator instead of reaching AWS); botocore's real ClientError.
 """
 
 from __future__ import annotations
@@ -9,11 +11,17 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError, module_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import converge
 
 
 class RecordingModule:
     def __init__(self) -> None:
         self.failed: dict | None = None
+        self.params = {"name": "triton"}
+        self.check_mode = True
+
+    def client(self, service, retry_decorator=None):
+        return {"service": service, "retried": retry_decorator is not None}
 
     def fail_json(self, **kwargs):
         self.failed = dict(kwargs, call="fail_json")
@@ -96,3 +104,34 @@ def test_a_run_that_raises_nothing_reports_nothing():
     with module_errors(module, "x: AWS call failed"):
         result = {"changed": False}
     assert result == {"changed": False} and module.failed is None
+
+
+def test_converge_hands_ensure_a_retried_client_per_service_in_order_then_the_params_and_check_mode():
+    module = RecordingModule()
+    seen = []
+
+    def ensure(ecs, autoscaling, params, check_mode):
+        seen.append((ecs, autoscaling, params, check_mode))
+        return {"changed": False}
+
+    assert converge(module, ["ecs", "autoscaling"], ensure, "capacity provider triton: AWS call failed") == {"changed": False}
+    assert seen == [({"service": "ecs", "retried": True}, {"service": "autoscaling", "retried": True}, {"name": "triton"}, True)]
+
+
+def test_converge_reports_an_aws_error_with_its_subject_and_bad_input_with_its_errors():
+    error = throttled()
+
+    def ensure_raising(raised):
+        def ensure(ecs, params, check_mode):
+            raise raised
+
+        return ensure
+
+    module = RecordingModule()
+    with pytest.raises(SystemExit):
+        converge(module, ["ecs"], ensure_raising(error), "ECS cluster triton: AWS call failed")
+    assert module.failed == {"call": "fail_json_aws", "exception": error, "msg": "ECS cluster triton: AWS call failed"}
+    module = RecordingModule()
+    with pytest.raises(SystemExit):
+        converge(module, ["ecs"], ensure_raising(InputError("tags: not a dict")), "x")
+    assert module.failed == {"call": "fail_json", "msg": "tags: not a dict", "errors": ["tags: not a dict"]}

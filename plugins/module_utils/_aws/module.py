@@ -1,0 +1,34 @@
+# Copyright: contributors to inferops.triton_ecs
+# Apache License 2.0 (see galaxy.yml)
+"""How every AWS module of the collection starts and ends: AnsibleAWSModule with check mode, a client per service
+whose calls retry throttling and transient errors, and the work run under module_errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors
+
+__all__ = ["aws_module", "client", "converge"]
+
+
+def aws_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleAWSModule:
+    """The module object; every module of the collection supports check mode."""
+    return AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, **kwargs)
+
+
+def client(module: AnsibleAWSModule, service: str) -> Any:
+    """A boto3 client for `service` (the module's region, endpoint and credentials), its calls retried with jittered
+    backoff."""
+    return module.client(service, retry_decorator=AWSRetry.jittered_backoff())
+
+
+def converge(module: AnsibleAWSModule, services: Sequence[str], ensure: Callable[..., dict[str, Any]], aws_msg: str) -> dict[str, Any]:
+    """ensure(client, ..., params, check_mode) with a client per service, in order: the result of a module that
+    converges a resource. An AWS error fails the module with `aws_msg`, InputError with its errors."""
+    clients = [client(module, service) for service in services]
+    with module_errors(module, aws_msg):
+        return ensure(*clients, module.params, module.check_mode)
