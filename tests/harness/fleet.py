@@ -3,7 +3,8 @@ simulated instances (tests/harness/model_agent.py), each with the real model age
 
 Stand-ins: a moto server for S3, EC2 and ECS (moto EC2 instances registered as the cluster's container instances, so
 ListContainerInstances/DescribeContainerInstances answer with their ec2InstanceId); the agents' introspection and
-IMDSv2 endpoints are the harness's. Versions of model `m` answer OUTPUT0 = INPUT0 + <version>.
+IMDSv2 endpoints are the harness's. Versions of model `m` answer OUTPUT0 = INPUT0 + <version>. Bucket, prefix,
+application, cluster and model default to the names below; the local rehearsal (rehearse_models.py) passes its inventory's.
 
     fleet = SimulatedFleet(tmp_path, moto, size=2)
     fleet.publish(1)                       # version 1 of m in S3 (what model_publish writes)
@@ -21,6 +22,7 @@ from typing import Any
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout as _model_release_rollout
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import release_key
 
 from .model_agent import SimulatedInstance
 from .model_versions import make_version
@@ -34,25 +36,41 @@ MODEL = "m"
 
 
 class SimulatedFleet:
-    def __init__(self, workdir: Path, moto: MotoServer, size: int, poll_interval_s: int = 1, tasks_per_instance: int = 1) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        moto: MotoServer,
+        size: int,
+        poll_interval_s: int = 1,
+        tasks_per_instance: int = 1,
+        bucket: str = BUCKET,
+        prefix: str = PREFIX,
+        application: str = APP,
+        cluster: str = CLUSTER,
+        model: str = MODEL,
+    ) -> None:
+        """Creates the bucket and the cluster when they are missing (an existing cluster keeps its settings)."""
         self.moto = moto
+        self.bucket, self.prefix, self.application, self.cluster, self.model = bucket, prefix, application, cluster, model
         self.s3 = moto.client("s3")
-        self.s3.create_bucket(Bucket=BUCKET)
+        if bucket not in [b["Name"] for b in self.s3.list_buckets()["Buckets"]]:
+            self.s3.create_bucket(Bucket=bucket)
         ec2 = moto.client("ec2")
         image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
         launched = ec2.run_instances(ImageId=image, MinCount=size, MaxCount=size, InstanceType="g5.xlarge")["Instances"]
         self.instance_ids = sorted(i["InstanceId"] for i in launched)
         ecs = moto.client("ecs")
-        ecs.create_cluster(clusterName=CLUSTER)
+        if not [c for c in ecs.describe_clusters(clusters=[cluster])["clusters"] if c["status"] == "ACTIVE"]:
+            ecs.create_cluster(clusterName=cluster)
         for instance_id in self.instance_ids:
             document = json.dumps({"instanceId": instance_id, "region": REGION})
-            ecs.register_container_instance(cluster=CLUSTER, instanceIdentityDocument=document)
+            ecs.register_container_instance(cluster=cluster, instanceIdentityDocument=document)
         self.source = workdir / "source"
         self.instances: list[SimulatedInstance] = []
         try:
             for instance_id in self.instance_ids:
                 instance = SimulatedInstance(
-                    workdir / instance_id, moto, BUCKET, PREFIX, APP, instance_id, cluster=CLUSTER, poll_interval_s=poll_interval_s
+                    workdir / instance_id, moto, bucket, prefix, application, instance_id, cluster=cluster, poll_interval_s=poll_interval_s
                 )
                 self.instances.append(instance)
                 for _task in range(tasks_per_instance):
@@ -65,24 +83,24 @@ class SimulatedFleet:
     # -- the model repository and the controller
 
     def version_source(self, version: int, broken: bool = False) -> dict[str, Any]:
-        """A version directory of m (broken: fails to load), as model_repository_publish lists it."""
-        version_dir, config = make_version(self.source, MODEL, version, broken=broken)
-        return {"model": MODEL, "version": version, "source": str(version_dir), "config": str(config)}
+        """A version directory of the model (broken: fails to load), as model_repository_publish lists it."""
+        version_dir, config = make_version(self.source, self.model, version, broken=broken)
+        return {"model": self.model, "version": version, "source": str(version_dir), "config": str(config)}
 
     def publish(self, version: int, broken: bool = False) -> None:
         entry = self.version_source(version, broken)
-        publish_version(_s3.retrying_client(self.s3), BUCKET, PREFIX, MODEL, version, entry["source"], entry["config"])
+        publish_version(_s3.retrying_client(self.s3), self.bucket, self.prefix, self.model, version, entry["source"], entry["config"])
 
     def controller(self, state: str, check_mode: bool = False, **params: Any) -> dict[str, Any]:
         """One model_release run in-process (the module's own code), against the moto server."""
         full = {
             "state": state,
-            "bucket": BUCKET,
-            "prefix": PREFIX,
-            "application": APP,
+            "bucket": self.bucket,
+            "prefix": self.prefix,
+            "application": self.application,
             "models": None,
             "release_id": None,
-            "cluster": CLUSTER,
+            "cluster": self.cluster,
             "instances": [],
             "timeout_s": 120,
             "poll_interval_s": 0.1,
@@ -97,11 +115,11 @@ class SimulatedFleet:
 
     def serving(self) -> list[float]:
         """The version each instance's first Triton task serves."""
-        return [instance.tritons[0].infer(MODEL, [10.0])[0] - 10.0 for instance in self.instances]
+        return [instance.tritons[0].infer(self.model, [10.0])[0] - 10.0 for instance in self.instances]
 
     def record(self, name: str) -> dict[str, Any] | None:
         try:
-            body = self.s3.get_object(Bucket=BUCKET, Key=f"{PREFIX}/releases/{APP}/{name}.json")["Body"].read()
+            body = self.s3.get_object(Bucket=self.bucket, Key=release_key(self.prefix, self.application, name))["Body"].read()
         except self.s3.exceptions.NoSuchKey:
             return None
         return json.loads(body)
