@@ -8,7 +8,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 PYTEST := $(BIN)/pytest -p no:cacheprovider
 
-.PHONY: setup services lint sanity unit integration molecule test deploy-local bench
+.PHONY: setup services lint sanity unit integration molecule test deploy-local rehearse-dry-run rehearse-rollback-cutover rehearse-models bench
 
 setup:  ## Debian packages (as root), .venv with pinned Python packages, collection link
 	scripts/setup.sh
@@ -45,6 +45,27 @@ test: lint sanity unit integration molecule deploy-local  ## everything CI runs
 # The CPU stand-in for NGC's Triton base image (built locally once), then deploy.yml on the local inventory.
 deploy-local: services  ## the main job on the embedded default inventory (a local rehearsal of the AWS flow)
 	$(BIN)/python -m tests.harness.images && $(BIN)/ansible-playbook deploy.yml -i inventories/local
+
+# The dry run on the local rehearsal: the whole plan of deploy.yml, nothing written (on a fresh moto server, the plan of
+# a new account; after deploy-local, "nothing to change").
+rehearse-dry-run: services  ## deploy.yml --check --diff on the local inventory
+	$(BIN)/python -m tests.harness.images && $(BIN)/ansible-playbook deploy.yml -i inventories/local --check --diff
+
+# The emergency rollback on the local rehearsal needs a cutover to undo: deploy, deploy a new task-definition revision
+# keeping the old colour, then playbooks/rollback_cutover.yml puts production back on the old colour. The next
+# deploy-local cuts over again (the new revision stays the latest).
+REHEARSAL_RELEASE_2 := '{"task_definition_environment": {"INFEROPS_REHEARSAL_RELEASE": "2"}, "bluegreen_cutover_old_color": "keep"}'
+rehearse-rollback-cutover: services  ## deploy, a second release, then the emergency rollback, on the local inventory
+	$(BIN)/python -m tests.harness.images
+	$(BIN)/ansible-playbook deploy.yml -i inventories/local
+	$(BIN)/ansible-playbook deploy.yml -i inventories/local -e $(REHEARSAL_RELEASE_2)
+	$(BIN)/ansible-playbook playbooks/rollback_cutover.yml -i inventories/local
+
+# A model release and rollback on the local rehearsal: two simulated container instances (real model agent, real
+# tritonserver) join the cluster, sync_models.yml releases version 1 then 2, rollback_models.yml goes back to 1; the
+# instances leave again. It holds the lock of the shared moto server on 127.0.0.1:5100 (do not wrap it in another flock).
+rehearse-models: services  ## a model release (v1, v2) and a model rollback on the local inventory, through simulated instances
+	flock /tmp/inferops-local.lock $(BIN)/python -m tests.harness.rehearse_models
 
 bench: services
 	@for b in bench/*.py; do echo "# $$b"; $(BIN)/python $$b || exit 1; done

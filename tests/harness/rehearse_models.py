@@ -96,7 +96,7 @@ def inventory_settings() -> dict[str, Any]:
 def first_release(settings: dict[str, Any]) -> tuple[str, int]:
     """(model, version) of the inventory's release: one model, pinned, so the next version is known."""
     models = settings["models"]
-    if len(models) != 1 or not str(models[0].get("version", "")).isdigit():
+    if not isinstance(models, list) or len(models) != 1 or not isinstance(models[0], dict) or not str(models[0].get("version")).isdigit():
         raise RehearsalError(
             f"model_repository_models={models!r} in {INVENTORY}: the rehearsal needs one model with a pinned version, "
             "e.g. [{name: add_version, version: 1}] (it then releases version + 1 and rolls back)"
@@ -207,9 +207,9 @@ def rehearse(endpoint_url: str | None, workdir: Path) -> list[Step]:
         print(f"\nremoved from {endpoint}: {', '.join(removed) or 'nothing'}; the bucket and its objects stay", flush=True)
 
 
-def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+def _interrupt_on_sigterm(_signum: int, _frame: Any) -> None:
     """SIGTERM unwinds like Ctrl-C, so the cleanup runs."""
-    raise SystemExit(128 + signum)
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,14 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--endpoint-url", help="the moto server to use instead of the inventory's aws_endpoint_url")
     parser.add_argument("--workdir", type=Path, default=WORKDIR, help=f"agent journals, tritonserver logs (default {WORKDIR})")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:
         steps = rehearse(args.endpoint_url, args.workdir)
     except RehearsalError as err:
         print(f"\nrehearse-models FAILED: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("\nrehearse-models interrupted (cleaned up)", file=sys.stderr)
+        print("\nrehearse-models interrupted (Ctrl-C or SIGTERM); what it added was removed", file=sys.stderr)
         return 130
     print("\nSummary (LOCAL REHEARSAL: moto server, simulated instances; nothing reached AWS):")
     for step in steps:
