@@ -213,7 +213,7 @@ def _interrupt_on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.harness.rehearse_models", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.rehearse_models", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--endpoint-url", help="the moto server to use instead of the inventory's aws_endpoint_url")
     parser.add_argument("--workdir", type=Path, default=WORKDIR, help=f"agent journals, tritonserver logs (default {WORKDIR})")
     args = parser.parse_args(argv)
