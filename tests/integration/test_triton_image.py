@@ -167,17 +167,21 @@ def test_unusable_settings_are_refused_before_docker(built, overrides, expected)
     assert not [t for t in run.tasks if "Build the image" in t["name"]]
 
 
-def test_ecr_repository_is_ensured_with_scan_on_push_and_immutable_tags(built, moto_server):
-    """ECR through moto: repository ensured, authorization token fetched, image named after the repository URI."""
-    settings = dict(
-        built["settings"],
-        triton_image_registry_type="ecr",
-        triton_image_registry="",
-        triton_image_push=False,
-        triton_image_aws_region="us-east-1",
-        triton_image_aws_endpoint_url=moto_server.endpoint,
-    )
-    first = build_image(settings, env=moto_server.env())
+@pytest.mark.parametrize("connection", ["module_defaults", "deprecated_role_variables"])
+def test_ecr_repository_is_ensured_with_scan_on_push_and_immutable_tags(built, moto_server, connection):
+    """ECR through moto: repository ensured, authorization token fetched, image named after the repository URI.
+
+    The moto endpoint reaches the ECR tasks through the play's module_defaults (as deploy.yml sets them from
+    aws_region / aws_endpoint_url; the empty deprecated triton_image_aws_* must not hide them), or through the
+    deprecated role variables, which still work. The environment gives credentials only: no AWS_ENDPOINT_URL or
+    AWS_REGION to fall back on."""
+    if connection == "module_defaults":
+        endpoint = {"aws_region": "us-east-1", "aws_endpoint_url": moto_server.endpoint}
+    else:
+        endpoint = {"triton_image_aws_region": "us-east-1", "triton_image_aws_endpoint_url": moto_server.endpoint}
+    settings = dict(built["settings"], triton_image_registry_type="ecr", triton_image_registry="", triton_image_push=False, **endpoint)
+    credentials_only = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    first = build_image(settings, env=credentials_only)
     assert first.rc == 0, first.stdout[-3000:]
     assert role_task("Ensure the ECR repository (scan on push, immutable tags)") in first.changed_tasks
     token = task_result(first, "Get an ECR authorization token (valid 12 hours)")
@@ -188,7 +192,7 @@ def test_ecr_repository_is_ensured_with_scan_on_push_and_immutable_tags(built, m
     local = f"{repo['repositoryUri']}:{built['revision']}"
     try:
         assert inspect(local)["Config"]["Labels"]["org.opencontainers.image.revision"] == built["revision"]
-        again = build_image(settings, env=moto_server.env())
+        again = build_image(settings, env=credentials_only)
         assert again.rc == 0
         assert again.changed_tasks == []
     finally:
