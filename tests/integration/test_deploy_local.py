@@ -104,6 +104,24 @@ def test_check_with_one_input_changed_reports_only_its_task_with_a_diff(local_de
     assert state(moto) == before
 
 
+def test_check_of_a_release_with_a_new_task_definition_shows_its_diff_and_the_cutover_it_would_make(local_deploy):
+    """The dry run of a release: the task definition's diff, then the cutover a real run would make onto the revision
+    it would register (known after apply: it has no ARN yet), with no write and no stand-in container started."""
+    moto = local_deploy[0]
+    before = state(moto)
+    start_recording(moto)
+    run = deploy(moto, check=True, task_definition_environment={"INFEROPS_RELEASE": "2"})
+    assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    registered = run.result("Register the Triton task definition")
+    assert registered["changed"] and registered["task_definition_arn"] is None
+    environments = [c.get("environment", []) for c in registered["diff"]["after"]["containerDefinitions"]]
+    assert any({"name": "INFEROPS_RELEASE", "value": "2"} in env for env in environments), environments
+    assert "The cutover a real run would make (check mode; the fleet is created first)" in run.changed_tasks
+    assert run.result("Stand in for the standby's ECS tasks with a local container").get("skipped")
+    assert writes(moto) == []
+    assert state(moto) == before
+
+
 def test_a_release_whose_model_fails_to_load_rolls_back(local_deploy, tmp_path):
     moto = local_deploy[0]
     broken = tmp_path / "models"
