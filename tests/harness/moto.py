@@ -39,10 +39,10 @@ class MotoServer:
         self._proc = subprocess.Popen(
             [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=detach, env=env
         )
-        wait_until(self._is_up, 30, "moto server")
+        wait_until(self.is_up, 30, "moto server")
         return self
 
-    def _is_up(self) -> bool:
+    def is_up(self) -> bool:
         with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1) as resp:
             return resp.status == 200
 

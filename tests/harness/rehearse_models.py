@@ -160,7 +160,7 @@ def rehearse(endpoint_url: str | None, workdir: Path) -> list[Step]:
     endpoint = endpoint_url or settings["endpoint_url"]
     moto = MotoServer.attached(endpoint)
     try:
-        moto._is_up()
+        moto.is_up()
     except OSError as err:
         raise RehearsalError(f"no moto server answers at {endpoint} ({err}): start it with scripts/services.sh start") from err
     connection = {"aws_endpoint_url": endpoint} if endpoint != settings["endpoint_url"] else {}
