@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: ecs_cluster
-short_description: An ECS cluster with Container Insights, created when missing
+short_description: An ECS cluster with Container Insights, and optionally its log group, created when missing
 version_added: 0.1.0
 description:
   - Creates the ECS cluster when it does not exist, and converges its Container Insights setting
@@ -16,6 +16,9 @@ description:
     re-run of this module cannot detach them.
   - O(tags) are set when the cluster is created and converged on every later run (C(TagResource)/C(UntagResource));
     with O(tags) omitted the cluster's tags are left alone.
+  - With O(log_group), also the CloudWatch Logs group the cluster's tasks log to (the awslogs driver). It is created
+    when missing, its retention is converged, and O(tags) are added to it; tags it has besides are kept, whatever
+    O(purge_tags) says. Cluster and log group take one module run.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -28,10 +31,22 @@ options:
     type: str
     choices: [enabled, enhanced, disabled]
     default: enabled
+  log_group:
+    description: The log group of the cluster's tasks; omit to leave log groups alone.
+    type: dict
+    suboptions:
+      name:
+        description: Log group name, e.g. V(/ecs/triton).
+        type: str
+        required: true
+      retention_days:
+        description: Days CloudWatch Logs keeps the logs, one of the periods it accepts (1, 3, 5, 7, 14, 30, 60, 90, ...).
+        type: int
+        required: true
 attributes:
   diff_mode:
     details:
-      - The diff shows the Container Insights setting and the tags.
+      - The diff shows the Container Insights setting, the tags and, with O(log_group), the log group.
 extends_documentation_fragment:
   - inferops.triton_ecs.attributes.full
   - amazon.aws.tags
@@ -47,11 +62,20 @@ EXAMPLES = r"""
     container_insights: enabled
     tags:
       team: inference
+
+- name: The cluster and the log group its tasks write to
+  inferops.triton_ecs.ecs_cluster:
+    name: inference
+    log_group:
+      name: /ecs/triton
+      retention_days: 30
 """
 
 RETURN = r"""
 actions:
-  description: The writes made (in check mode, that would be made) - V(create), V(update_settings), V(update_tags).
+  description: >-
+    The writes made (in check mode, that would be made) - V(create), V(update_settings), V(update_tags), and for the
+    log group V(create_log_group), V(set_retention), V(tag_log_group).
   returned: always
   type: list
   elements: str
@@ -72,6 +96,11 @@ tags:
   returned: always
   type: dict
   sample: {team: inference}
+log_group:
+  description: The log group (in check mode, as it would be).
+  returned: when O(log_group) is given
+  type: dict
+  sample: {name: /ecs/triton, retention_days: 30, tags: {team: inference}}
 """
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
@@ -84,9 +113,13 @@ def main() -> None:
         container_insights=dict(type="str", choices=["enabled", "enhanced", "disabled"], default="enabled"),
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),
+        log_group=dict(
+            type="dict",
+            options=dict(name=dict(type="str", required=True), retention_days=dict(type="int", required=True)),
+        ),
     )
     module = aws_module(argument_spec)
-    result = converge(module, ["ecs"], ensure, f"ECS cluster {module.params['name']}: AWS call failed")
+    result = converge(module, ["ecs", "logs"], ensure, f"ECS cluster {module.params['name']}: AWS call failed")
     module.exit_json(**result)
 
 

@@ -14,7 +14,6 @@ STANDBY = {
     "port": 18100,
     "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
 }
-CUTOVER_ROLE = "inferops.triton_ecs.bluegreen_cutover"
 
 
 def extra_vars(moto: MotoServer) -> dict:

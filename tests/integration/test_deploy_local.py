@@ -16,13 +16,14 @@ import pytest
 
 from tests.harness.aws_calls import start_recording, writes
 from tests.harness.images import local_rehearsal_base
-from tests.harness.local_rehearsal import CUTOVER_ROLE, STANDBY, deploy, state
+from tests.harness.local_rehearsal import STANDBY, deploy, state
 from tests.harness.moto import MotoServer
 from tests.harness.triton import write_model
 
 # The json callback names a role's task "<role> : <task>".
-SLOW_START_TASK = (
-    "inferops.triton_ecs.fleet_load_balancing : Slow start for Triton warm-up, and the deregistration delay (what a check run compares)"
+TARGET_GROUPS_TASK = (
+    "inferops.triton_ecs.fleet_load_balancing : "
+    "Target groups, health-checked on Triton's readiness, with slow start and the deregistration delay"
 )
 
 
@@ -74,6 +75,7 @@ def test_second_run_changes_nothing(local_deploy):
     assert second.rc == 0, second.stderr[-3000:]
     assert second.changed_tasks == []
     assert second.deprecations == []
+    assert second.result("Cut traffic over to the new task definition").get("skipped")  # nothing to cut over
     assert len(_revisions(moto)) == 1
 
 
@@ -86,8 +88,9 @@ def test_check_on_an_up_to_date_deployment_changes_and_writes_nothing(local_depl
     assert run.changed_tasks == []
     assert writes(moto) == []
     assert state(moto) == before
-    # the cutover showed its plan without touching anything
-    assert run.result(f"{CUTOVER_ROLE} : Blue/green | 1 discover - which colour is live, what each runs")["plan"]["phases"] == []
+    # the live colour serves the release and the other runs nothing: the cutover is not even read
+    assert "green is live at 100% with the requested task definition" in run.result("Nothing to cut over")["msg"]
+    assert run.result("Cut traffic over to the new task definition").get("skipped")
 
 
 def test_check_with_one_input_changed_reports_only_its_task_with_a_diff(local_deploy):
@@ -96,10 +99,11 @@ def test_check_with_one_input_changed_reports_only_its_task_with_a_diff(local_de
     start_recording(moto)
     run = deploy(moto, check=True, fleet_load_balancing_slow_start_s=90)
     assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
-    assert run.changed_tasks == [SLOW_START_TASK]
-    changed = [r for r in run.result(SLOW_START_TASK)["results"] if r["changed"]]
-    assert len(changed) == 2  # blue and green
-    assert all(r["diff"]["after"]["slow_start.duration_seconds"] == "90" for r in changed), changed
+    assert run.changed_tasks == [TARGET_GROUPS_TASK]
+    diff = run.result(TARGET_GROUPS_TASK)["diff"]
+    for color in ("blue", "green"):  # both groups, and only their slow start
+        assert diff["after"][color]["attributes"]["slow_start.duration_seconds"] == "90", diff
+        assert {**diff["before"][color], "attributes": None} == {**diff["after"][color], "attributes": None}, diff
     assert writes(moto) == []
     assert state(moto) == before
 

@@ -19,7 +19,8 @@ PLAYBOOK = REPO_ROOT / "playbooks" / "infrastructure.yml"
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 # Every task of the roles that writes to AWS, with the switch that skips it.
 SKIPPABLE = {
-    "ECS cluster with Container Insights": "fleet_cluster_manage",
+    "ECS cluster with Container Insights, and the log group with its retention": "fleet_cluster_manage",
+    # Runs only for a cluster managed elsewhere (the task above converges the log group otherwise).
     "Log group with retention": "fleet_cluster_log_group_manage",
     "Launch template (IMDSv2 required, user data joins the cluster)": "fleet_capacity_manage",
     "Auto Scaling group (desired capacity left to managed scaling)": "fleet_capacity_manage",
@@ -30,8 +31,7 @@ SKIPPABLE = {
     ),
     "Dashboard of the service": "fleet_alarms_dashboard_manage",
     "Scalable target and policies on the live colour": "fleet_autoscaling_manage",
-    "Target groups, health-checked on Triton's readiness": "fleet_load_balancing_manage",
-    "Slow start for Triton warm-up, and the deregistration delay (what a check run compares)": "fleet_load_balancing_manage",
+    "Target groups, health-checked on Triton's readiness, with slow start and the deregistration delay": "fleet_load_balancing_manage",
 }
 
 
@@ -244,12 +244,15 @@ def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoSer
 
 
 def test_skip_switches_leave_their_parts_alone(moto_server: MotoServer, tmp_path: Path) -> None:
-    """Every write switch off on a fresh account (the load balancing ones are exercised off in the test above)."""
+    """Every write switch off on a fresh account (the load balancing ones are exercised off in the test above), but
+    the log group's: the cluster managed elsewhere, its log group here."""
     net = network(moto_server)
     ecs = moto_server.client("ecs")
     # What another tool (e.g. Terraform) manages instead: a cluster whose Container Insights is off.
     ecs.create_cluster(clusterName=CLUSTER, settings=[{"name": "containerInsights", "value": "disabled"}])
-    switches = {s: False for s in set(SKIPPABLE.values()) if not s.startswith("fleet_load_balancing")}
+    switches = {
+        s: False for s in set(SKIPPABLE.values()) if not s.startswith("fleet_load_balancing") and s != "fleet_cluster_log_group_manage"
+    }
     result = run(moto_server, extra_vars(moto_server, net, tmp_path, fleet_iam_manage=False, **switches))
     assert result.rc == 0, result.stdout[-3000:] + result.stderr[-2000:]
     for task, switch in SKIPPABLE.items():
@@ -258,8 +261,6 @@ def test_skip_switches_leave_their_parts_alone(moto_server: MotoServer, tmp_path
     left_alone = {
         "fleet_cluster_manage": ecs.describe_clusters(clusters=[CLUSTER], include=["SETTINGS"])["clusters"][0]["settings"][0]["value"]
         == "disabled",
-        "fleet_cluster_log_group_manage": moto_server.client("logs").describe_log_groups(logGroupNamePrefix="/ecs/triton")["logGroups"]
-        == [],
         "fleet_capacity_manage": ecs.describe_capacity_providers(capacityProviders=["triton-gpu"])["capacityProviders"] == []
         and moto_server.client("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"] == []
         and moto_server.client("ec2").describe_launch_templates()["LaunchTemplates"] == [],
@@ -274,6 +275,8 @@ def test_skip_switches_leave_their_parts_alone(moto_server: MotoServer, tmp_path
     }
     assert sorted(left_alone) == sorted([*switches, "fleet_iam_manage"])
     assert [s for s, ok in left_alone.items() if not ok] == []
+    log_groups = moto_server.client("logs").describe_log_groups(logGroupNamePrefix="/ecs/triton")["logGroups"]
+    assert [(g["logGroupName"], g["retentionInDays"]) for g in log_groups] == [("/ecs/triton", 14)]
     # The load balancing still ran, and the ARNs are published for deploy.yml either way.
     assert published(result)["alarm_names"] == [
         f"{APP}-blue-target-5xx",
@@ -319,6 +322,8 @@ def test_modules_four_steps_and_bad_input(moto_server: MotoServer) -> None:
     assert result.rc == 0, f"{result.failed_tasks}\n{result.stdout[-4000:]}"
 
     # The four steps left AWS as the last run says.
+    log_groups = moto_server.client("logs").describe_log_groups(logGroupNamePrefix="/ecs/modules")["logGroups"]
+    assert [(g["logGroupName"], g["retentionInDays"]) for g in log_groups] == [("/ecs/modules", 7)]  # ecs_cluster's log_group
     assert (
         autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["mod"])["AutoScalingGroups"][0]["NewInstancesProtectedFromScaleIn"]
         is True

@@ -112,7 +112,7 @@ def test_rebuild_without_change_pushes_nothing_and_keeps_the_digest(built):
     run1, check2, run2 = built["runs"]["run1"], built["runs"]["check2"], built["runs"]["run2"]
     assert check2.changed_tasks == []
     assert run2.changed_tasks == []
-    assert task_result(run2, "Build the image").get("skipped")
+    assert task_result(run2, "Render the build context and build").get("skipped")  # nothing built: the whole build is skipped
     assert task_result(run2, f"Push {built['revision']}").get("skipped")
     assert digest_ref(run2) == digest_ref(run1)
     assert registry_manifest_digest(built["repository"], built["revision"]) == digest_ref(run1).split("@", 1)[1]
@@ -137,7 +137,7 @@ def test_baked_models_are_in_the_image_and_a_changed_model_rebuilds(built, tmp_p
     first = build_image(settings)
     assert first.rc == 0, first.stdout[-3000:]
     assert role_task("Build the image") in first.changed_tasks
-    ref = task_result(first, "Fingerprint every build input")["ansible_facts"]["triton_image_ref"]
+    ref = task_result(first, "Name the image after its commit")["ansible_facts"]["triton_image_ref"]
     listing = subprocess.run(
         ["docker", "run", "--rm", "--entrypoint", "/bin/sh", ref, "-c", "cd /models && find . -type f | sort; stat -c %u /models"],
         capture_output=True, text=True, check=True,
@@ -148,6 +148,24 @@ def test_baked_models_are_in_the_image_and_a_changed_model_rebuilds(built, tmp_p
     write_model(models, "simple", offset=5.0)  # same files, new content
     changed = build_image(settings)
     assert role_task("Build the image") in changed.changed_tasks
+
+
+def test_one_lookup_tells_the_base_from_the_earlier_build(built, tmp_path):
+    """The base image and the earlier build come from one docker_image_info call; with only one of them in dockerd,
+    the role must still tell which one it found (only its own builds carry the fingerprint label)."""
+    base = f"inferops-test/base-{uuid.uuid4().hex[:8]}:1"
+    subprocess.run(["docker", "image", "tag", TRITON_CPU_BASE, base], check=True)
+    repository, tag = base.rsplit(":", 1)
+    settings = dict(built["settings"], triton_image_base_repository=repository, triton_image_base_tag=tag, triton_image_push=False)
+    try:
+        first = build_image(settings)  # the base only: a build
+        assert first.rc == 0, first.stdout[-3000:]
+        assert role_task("Build the image") in first.changed_tasks
+    finally:
+        subprocess.run(["docker", "image", "rm", base], check=False, capture_output=True)
+    missing_base = build_image(settings)  # the earlier build only: it is not taken for the base
+    assert missing_base.rc != 0
+    assert f"base image {base} is not in dockerd" in task_result(missing_base, "Fail when the base image is missing")["msg"]
 
 
 @pytest.mark.parametrize(

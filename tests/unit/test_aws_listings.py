@@ -23,6 +23,7 @@ SERVICE_OF_FILE = {
     "ecs.py": "ecs",
     "elbv2.py": "elbv2",
     "iam.py": "iam",
+    "logs.py": "logs",
     "s3.py": "s3",
 }
 LISTING = re.compile(r'(?:full_result\(\s*\w+,\s*|get_paginator\()"(\w+)"')

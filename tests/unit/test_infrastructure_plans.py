@@ -13,6 +13,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import cloudwatch_dashboard as dashboard
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import ecs_cluster as cluster
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import target_group_attributes as tga
+from tests.unit.one_page_listings import OnePageListings
 
 TG = {
     "blue": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/b/1",
@@ -63,20 +64,98 @@ class FakeEcsCluster:
         return {"cluster": {**(self.existing or {}), "settings": kwargs["settings"]}}
 
 
+class FakeLogs(OnePageListings):
+    """CloudWatch Logs with at most one log group."""
+
+    def __init__(self, existing: dict[str, Any] | None = None, tags: dict[str, str] | None = None) -> None:
+        self.existing, self.tags = existing, dict(tags or {})
+        self.writes: list[tuple[str, Any]] = []
+
+    def describe_log_groups(self, **kwargs: Any) -> dict[str, Any]:
+        return {"logGroups": [self.existing] if self.existing else []}
+
+    def list_tags_for_resource(self, **kwargs: Any) -> dict[str, Any]:
+        assert not kwargs["resourceArn"].endswith(":*")  # the tagging calls take the ARN without it
+        return {"tags": self.tags}
+
+    def create_log_group(self, **kwargs: Any) -> None:
+        self.writes.append(("create_log_group", kwargs.get("tags")))
+
+    def put_retention_policy(self, **kwargs: Any) -> None:
+        self.writes.append(("put_retention_policy", kwargs["retentionInDays"]))
+
+    def tag_resource(self, **kwargs: Any) -> None:
+        self.writes.append(("tag_resource", kwargs["tags"]))
+
+
+ACTIVE_CLUSTER = {
+    "clusterArn": "arn:c",
+    "clusterName": "inference",
+    "status": "ACTIVE",
+    "settings": [{"name": "containerInsights", "value": "enabled"}],
+}
+LOG_GROUP = {"logGroupName": "/ecs/triton", "arn": "arn:aws:logs:us-east-1:123456789012:log-group:/ecs/triton:*", "retentionInDays": 30}
+
+
 @pytest.mark.parametrize("check_mode", [True, False])
 def test_cluster_ensure_check_mode_writes_nothing(check_mode: bool) -> None:
-    ecs = FakeEcsCluster(None)
-    result = cluster.ensure(ecs, {"name": "inference", "container_insights": "enabled", "tags": {}}, check_mode)
-    assert result["changed"] and result["actions"] == ["create"]
+    ecs, logs = FakeEcsCluster(None), FakeLogs()
+    params = {
+        "name": "inference",
+        "container_insights": "enabled",
+        "tags": {"team": "ml"},
+        "log_group": {"name": "/ecs/triton", "retention_days": 30},
+    }
+    result = cluster.ensure(ecs, logs, params, check_mode)
+    assert result["changed"] and result["actions"] == ["create", "create_log_group", "set_retention"]
     assert ecs.writes == ([] if check_mode else ["create_cluster"])
-    assert result["diff"]["after"] == {"name": "inference", "container_insights": "enabled", "tags": {}}
+    assert logs.writes == ([] if check_mode else [("create_log_group", {"team": "ml"}), ("put_retention_policy", 30)])
+    log_group = {"name": "/ecs/triton", "retention_days": 30, "tags": {"team": "ml"}}
+    assert result["diff"]["after"] == {"name": "inference", "container_insights": "enabled", "tags": {"team": "ml"}, "log_group": log_group}
+    assert result["diff"]["before"] == {"log_group": {}}
+
+
+def test_cluster_log_group_converges_retention_and_adds_tags_keeping_others() -> None:
+    ecs = FakeEcsCluster({**ACTIVE_CLUSTER, "tags": [{"key": "team", "value": "ml"}]})  # the cluster is tagged already
+    logs = FakeLogs({**LOG_GROUP, "retentionInDays": 7}, tags={"owner": "ops"})
+    params = {
+        "name": "inference",
+        "container_insights": "enabled",
+        "log_group": {"name": "/ecs/triton", "retention_days": 30},
+        "tags": {"team": "ml"},
+    }
+    result = cluster.ensure(ecs, logs, params, False)
+    assert "set_retention" in result["actions"] and "tag_log_group" in result["actions"]
+    assert logs.writes == [("put_retention_policy", 30), ("tag_resource", {"team": "ml"})]  # owner is kept
+    assert result["log_group"]["tags"] == {"owner": "ops", "team": "ml"}
+
+
+def test_cluster_log_group_in_place_is_no_write() -> None:
+    ecs = FakeEcsCluster(ACTIVE_CLUSTER)
+    logs = FakeLogs(LOG_GROUP, tags={"team": "ml"})
+    params = {"name": "inference", "container_insights": "enabled", "log_group": {"name": "/ecs/triton", "retention_days": 30}}
+    result = cluster.ensure(ecs, logs, params, False)
+    assert not result["changed"] and result["actions"] == [] and logs.writes == []
+    assert result["diff"]["before"] == result["diff"]["after"]
+
+
+def test_cluster_without_log_group_leaves_log_groups_alone() -> None:
+    ecs, logs = FakeEcsCluster(None), FakeLogs()
+    result = cluster.ensure(ecs, logs, {"name": "inference", "container_insights": "enabled"}, False)
+    assert result["actions"] == ["create"] and "log_group" not in result and logs.writes == []
 
 
 def test_cluster_ensure_bad_input_writes_nothing() -> None:
-    ecs = FakeEcsCluster(None)
-    with pytest.raises(InputError):
-        cluster.ensure(ecs, {"name": "", "container_insights": "enabled"}, False)
-    assert ecs.writes == []
+    ecs, logs = FakeEcsCluster(None), FakeLogs()
+    with pytest.raises(InputError) as failed:
+        cluster.ensure(
+            ecs,
+            logs,
+            {"name": "inference", "container_insights": "enabled", "log_group": {"name": "/ecs/triton", "retention_days": 10}},
+            False,
+        )
+    assert "log_group.retention_days 10" in str(failed.value) and "14" in str(failed.value)
+    assert ecs.writes == [] and logs.writes == []
 
 
 # ---------------------------------------------------------------- ecs_capacity_provider

@@ -45,6 +45,36 @@ def describe_target_groups(elbv2: Any, arns: list[str]) -> dict[str, dict[str, A
     return found
 
 
+def describe_target_groups_by_name(elbv2: Any, names: list[str]) -> dict[str, dict[str, Any] | None]:
+    """Name -> target group, or None for each name that does not exist. One call for all names; AWS fails the whole
+    call with TargetGroupNotFound when any is missing, and then each name is asked on its own."""
+    try:
+        found = elbv2.describe_target_groups(aws_retry=True, Names=names)["TargetGroups"]
+        return {name: next((g for g in found if g["TargetGroupName"] == name), None) for name in names}
+    except is_boto3_error_code("TargetGroupNotFound"):
+        pass
+    by_name: dict[str, dict[str, Any] | None] = {}
+    for name in names:
+        try:
+            by_name[name] = elbv2.describe_target_groups(aws_retry=True, Names=[name])["TargetGroups"][0]
+        except is_boto3_error_code("TargetGroupNotFound"):
+            by_name[name] = None
+    return by_name
+
+
+def create_target_group(elbv2: Any, fields: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
+    """Creates a target group from `fields` (create_target_group arguments: Name, Protocol, Port, health check ...)."""
+    kwargs = dict(fields)
+    if tags:
+        kwargs["Tags"] = _tags(tags)
+    return elbv2.create_target_group(aws_retry=True, **kwargs)["TargetGroups"][0]
+
+
+def modify_target_group(elbv2: Any, arn: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Applies `fields` (modify_target_group arguments: the health check's) to the target group."""
+    return elbv2.modify_target_group(aws_retry=True, TargetGroupArn=arn, **fields)["TargetGroups"][0]
+
+
 def describe_target_health(elbv2: Any, target_group_arn: str) -> list[dict[str, Any]]:
     return elbv2.describe_target_health(aws_retry=True, TargetGroupArn=target_group_arn)["TargetHealthDescriptions"]
 

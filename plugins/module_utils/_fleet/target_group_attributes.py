@@ -36,6 +36,12 @@ def validate(params: dict[str, Any]) -> list[str]:
     attributes = params.get("attributes") or {}
     if not attributes:
         errors.append("attributes is empty: give at least one, e.g. {slow_start.duration_seconds: 60}")
+    return errors + attribute_errors(attributes)
+
+
+def attribute_errors(attributes: dict[str, Any]) -> list[str]:
+    """What is wrong with the keys and values of an `attributes` option (the documented ranges checked)."""
+    errors = []
     for key, value in attributes.items():
         if not _KEY.match(key):
             errors.append(f"attributes key {key!r}: ELBv2 attribute keys are dotted lower-case names, e.g. slow_start.duration_seconds")
