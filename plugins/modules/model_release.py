@@ -65,6 +65,8 @@ options:
     description:
       - The release, for I(state=canary) and I(state=promoted). Each C({name, version}); version a number or C(latest)
         (the default).
+      - I(state=resolved) and I(state=standby) without O(models) take the models of C(current.json) (a new image on the
+        models production serves; no models when there is no C(current.json)).
     type: list
     elements: dict
   release_id:
@@ -268,8 +270,7 @@ def main() -> None:
         required_if=[
             ("state", "canary", ["models"]),
             ("state", "promoted", ["models"]),
-            ("state", "resolved", ["models"]),
-            ("state", "standby", ["models", "image", "task_definition"]),
+            ("state", "standby", ["image", "task_definition"]),
             ("state", "converged", ["cluster"]),
         ],
     )

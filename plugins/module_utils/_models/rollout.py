@@ -373,7 +373,15 @@ def requested_release(s3: Any, params: dict[str, Any], records: dict[str, Any], 
     """The release the parameters name: versions resolved, manifests' digests read, image and task definition given
     (standby, resolved) or, for a model-only release, those of the release production serves."""
     bucket, prefix = params["bucket"], params["prefix"]
-    requested = requested_models(params["models"])
+    current = records.get(CURRENT) or {}
+    models = params["models"]
+    if not models and params["state"] in ("standby", "resolved"):  # a new image on the models production serves
+        models = [{"name": n, "version": v} for n, v in sorted(release_models(current).items())]
+        if not models:
+            return make_release(
+                params["application"], {}, params["release_id"], created, {}, params.get("image"), params.get("task_definition")
+            )
+    requested = requested_models(models)
     published = published_versions(s3, bucket, prefix, [name for name, _v in requested])
     planned = set()
     if check_mode:  # a check run of sync_models.yml publishes nothing: count what it would publish first
@@ -382,7 +390,6 @@ def requested_release(s3: Any, params: dict[str, Any], records: dict[str, Any], 
             planned.add((entry["model"], int(entry["version"])))
     resolved = resolve_versions(requested, {name: sorted(versions) for name, versions in published.items()})
     digests = manifest_digests(s3, bucket, prefix, {m: v for m, v in resolved.items() if (m, v) not in planned})
-    current = records.get(CURRENT) or {}
     if params["state"] in ("standby", "resolved"):
         image, task_definition = params.get("image"), params.get("task_definition")
     else:
