@@ -11,6 +11,19 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import security_group_rules as _rules
 
 
+def as_network(raw: dict[str, Any]) -> dict[str, Any]:
+    """The network as the security_group_rules module's options would hold it: each side's lists, the ports as
+    integers (templated inventory values may arrive as strings), Triton's defaults for missing ports."""
+    network: dict[str, Any] = {}
+    for side in _rules.SIDES:
+        part = raw.get(side) or {}
+        network[side] = {"security_groups": list(part.get("security_groups") or []), "subnets": list(part.get("subnets") or [])}
+    for key, default in (("http_port", 8000), ("metrics_port", 8002)):
+        value = raw.get(key, default)
+        network[key] = int(value) if isinstance(value, str) and value.isdigit() else value
+    return network
+
+
 def preflight_report(ec2: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """The preflight's check of the fleet's rules, before any write: {problems, missing}.
 
@@ -19,11 +32,12 @@ def preflight_report(ec2: Any, spec: dict[str, Any]) -> dict[str, Any]:
     does not exist is always a problem; a missing rule is one only when the collection does not manage them, named
     with the command that adds it and the switch that lets the collection add it."""
     names = spec.get("names") or {}
-    errors = _rules.network_errors(spec["network"], names)
+    network = as_network(spec.get("network") or {})
+    errors = _rules.network_errors(network, names)
     if errors:
         return {"problems": errors, "missing": []}
     try:
-        found = _rules.read(ec2, _rules.fleet_rules(spec["network"]), _rules.origins({"network": spec["network"]}, names))
+        found = _rules.read(ec2, _rules.fleet_rules(network), _rules.origins({"network": network}, names))
     except InputError as e:
         return {"problems": e.errors, "missing": []}
     except (BotoCoreError, ClientError) as e:
