@@ -163,7 +163,7 @@ def rule_errors(index: int, rule: dict[str, Any]) -> list[str]:
     if not from_errors and (_port_errors(f"{name}.to_port", to_port) or to_port < from_port):
         errors.append(f"{name}.to_port is {to_port!r}: the last port of the range, from_port ({from_port}) to 65535")
     purpose = rule.get("description") or ""
-    if not _DESCRIPTION.match(purpose) or len(Rule("", "", 0, 0, purpose=purpose).description) > 255:
+    if not _DESCRIPTION.match(purpose) or len(f"{MARK}: {purpose}") > 255:
         errors.append(
             f"{name}.description is {purpose!r}: at most {255 - len(MARK) - 2} of letters, digits, spaces and ._-:/()#,@[]+=&;{{}}!$* "
             f"(the rule's description is '{MARK}: ' and this)"
