@@ -18,6 +18,8 @@ from tests.harness.aws_calls import start_recording, writes
 from tests.harness.moto import ACCOUNT_ID, MotoServer
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "security_group_rules_module.yml"
+ROLE_PLAYBOOK = Path(__file__).parent / "playbooks" / "security_group_rules_role.yml"
+ROLE_TASK = "inferops.triton_ecs.fleet_services : Security-group rules of the load balancer's and the model agent's paths to the tasks, added where missing"
 TASK = "Security group rules"
 PREFLIGHT_TASK = "Preflight - placeholders, required settings, account"
 
@@ -183,3 +185,24 @@ def test_a_group_that_does_not_exist_fails_before_any_write(moto_server: MotoSer
     failed, written = run_module(moto_server, net)
     assert failed["failed"] is True and written == []
     assert f"network.instances.security_groups[0] is '{instances}': no such security group" in failed["msg"]
+
+
+def test_role_fleet_services_adds_the_rules_between_the_groups_the_other_roles_use(moto_server: MotoServer) -> None:
+    net = example_network(moto_server)
+    groups = net["groups"]
+    extra_vars = {
+        "aws_endpoint_url": moto_server.endpoint,
+        "fleet_load_balancing_alb_security_groups": [groups["alb"]],
+        "fleet_capacity_security_groups": [groups["instances"]],
+        "fleet_capacity_subnets": net["subnets"],
+        "fleet_services_security_groups": [groups["tasks"]],
+        "fleet_services_subnets": net["subnets"],
+    }
+    for changed, expected_writes in ((True, ["AuthorizeSecurityGroupIngress"]), (False, [])):
+        start_recording(moto_server)
+        run = run_playbook(ROLE_PLAYBOOK, extra_vars=extra_vars)
+        assert run.rc == 0, run.stdout[-2000:]
+        assert run.result(ROLE_TASK)["changed"] is changed and writes(moto_server) == expected_writes
+    assert [rule[:2] for rule in ingress_of(moto_server, groups["tasks"])] == sorted(
+        [(8000, groups["alb"]), (8000, groups["instances"]), (8002, groups["instances"])]
+    )
