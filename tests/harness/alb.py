@@ -1,12 +1,13 @@
 """A stand-in for an ALB listener's forward action: an HTTP reverse proxy on loopback that routes as moto says.
 
 moto stores listeners, rules, weights and registered targets but routes nothing. `AlbRoute` is the data plane for
-one forward action (a listener's default action: the production or the test listener; or a listener rule): per
-request it reads the action's ForwardConfig weights and each weighted target group's registered targets from the
-moto server (DescribeListeners/DescribeRules, DescribeTargetHealth; cached for at most `cache_s`), picks a target
-group by smooth weighted round robin (so 10 % is 10 % over ten requests, not on average), then a target of that
-group round robin, and forwards the request (method, path, query, headers, body) to <ip>:<port>. The answer goes
-back with `X-Inferops-Target-Group: <target group ARN>`; requests are counted per target group.
+one forward action (a listener's default action: the production or the test listener; or a listener rule). It
+reads the action's ForwardConfig weights and each weighted target group's registered targets from the moto server
+(DescribeListeners/DescribeRules, DescribeTargetHealth) every `cache_s` in the background, so a request never waits
+for moto and a change reaches the route within about `cache_s`. Per request it picks a target group by smooth
+weighted round robin (so 10 % is 10 % over ten requests, not on average), then a target of that group round robin,
+and forwards the request (method, path, query, headers, body) to <ip>:<port>. The answer goes back with
+`X-Inferops-Target-Group: <target group ARN>`; requests are counted per target group.
 
 As an ALB does: keep-alive towards clients (HTTP/1.1, idle timeout 60 s); Host passed through, X-Forwarded-For/
 -Proto/-Port added; only `healthy` targets get requests, and when a group has none healthy it fails open to all its
@@ -32,9 +33,8 @@ import http.client
 import json
 import socket
 import threading
-import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -89,7 +89,6 @@ class SmoothWeightedPicker:
 class RouteConfig:
     weights: list[tuple[str, int]]
     targets: dict[str, list[tuple[str, int]]]  # routable targets of each group with weight > 0
-    read_at: float = field(default_factory=time.monotonic)
 
 
 class _Server(ThreadingHTTPServer):
@@ -149,16 +148,23 @@ class AlbRoute:
         self.server = _Server(("127.0.0.1", 0), self._handler(idle_timeout_s))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.refresh_errors = 0  # reads of moto that failed (the last good configuration kept routing)
 
     # -- lifecycle
 
     def start(self) -> AlbRoute:
+        """Serve, and keep the configuration fresh in the background: a request never waits for moto (except the
+        very first, when nothing was read yet), so the route adds no control-plane latency to what it measures."""
         if self._thread is None:
+            self._stopping.clear()
             self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
             self._thread.start()
+            threading.Thread(target=self._refresh_loop, daemon=True).start()
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._thread is not None:
             self.server.shutdown()
             self._thread = None
@@ -191,16 +197,33 @@ class AlbRoute:
     # -- routing
 
     def config(self) -> RouteConfig:
-        """The action's weights and targets, read from moto at most every `cache_s` (the last good read when moto
-        does not answer: an ALB keeps routing when its control plane is unreachable)."""
-        with self._config_lock:
-            if self._config is None or time.monotonic() - self._config.read_at >= self.cache_s:
-                try:
+        """The action's weights and targets as last read from moto (read now when nothing was read yet)."""
+        config = self._config
+        if config is None:
+            with self._config_lock:
+                if self._config is None:
                     self._config = self._read_config()
-                except Exception:
-                    if self._config is None:
-                        raise
-        return self._config
+                config = self._config
+        return config
+
+    def refresh(self) -> RouteConfig:
+        """Read the configuration from moto now; on failure keep the last good one (an ALB keeps routing when its
+        control plane does not answer)."""
+        with self._config_lock:
+            try:
+                self._config = self._read_config()
+            except Exception:
+                self.refresh_errors += 1
+                if self._config is None:
+                    raise
+            return self._config
+
+    def _refresh_loop(self) -> None:
+        while not self._stopping.wait(self.cache_s):
+            try:
+                self.refresh()
+            except Exception:
+                continue  # nothing read yet: requests read it themselves and answer 503 with the reason
 
     def _actions(self) -> list[dict[str, Any]]:
         if self.listener_arn:
@@ -247,6 +270,9 @@ class AlbRoute:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             timeout = idle_timeout_s
+            # Headers and body leave in one segment: written apart, Nagle and the client's delayed ACK add ~40 ms.
+            disable_nagle_algorithm = True
+            wbufsize = 64 * 1024
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -29,9 +28,9 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_
 from tests.harness.alb import TARGET_GROUP_HEADER, AlbRoute
 from tests.harness.awsvpc import HARNESS_LABEL, PID_LABEL, AwsvpcNetwork, AwsvpcTask
 from tests.harness.model_agent import SimulatedInstance
+from tests.harness.ports import wait_until
 from tests.harness.triton import write_model
 
-CACHE_S = 0.25
 RELEASE_ID = "r-0123456789ab"
 
 
@@ -71,6 +70,7 @@ class EchoServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:
                 pass
@@ -130,9 +130,12 @@ class Alb:
         groups = [{"TargetGroupArn": self.groups["blue"], "Weight": blue}, {"TargetGroupArn": self.groups["green"], "Weight": green}]
         return [{"Type": "forward", "ForwardConfig": {"TargetGroups": groups}}]
 
-    def set_weights(self, blue: int, green: int) -> None:
+    def set_weights(self, blue: int, green: int, route: AlbRoute | None = None) -> None:
+        """Modify the listener; with `route`, wait until the route has read the change (in its own background time)."""
         self.elbv2.modify_listener(ListenerArn=self.listener, DefaultActions=self.forward(blue, green))
-        time.sleep(CACHE_S + 0.05)  # the route's cache of the configuration expires
+        if route:
+            expected = [(self.groups["blue"], blue), (self.groups["green"], green)]
+            wait_until(lambda: route.config().weights == expected, 10, f"the route following weights {blue}/{green}", interval_s=0.05)
 
     def register(self, color: str, ip: str, port: int) -> None:
         self.elbv2.register_targets(TargetGroupArn=self.groups[color], Targets=[{"Id": ip, "Port": port}])
@@ -171,10 +174,10 @@ def send(route: AlbRoute, n: int) -> list[str]:
 
 
 def test_route_follows_the_listener_weights_in_moto(alb, targets, moto_server):
-    with AlbRoute(moto_server, listener_arn=alb.listener, cache_s=CACHE_S) as route:
+    with AlbRoute(moto_server, listener_arn=alb.listener) as route:
         measured = {}
         for blue, green, n in ((100, 0, 20), (0, 100, 20), (50, 50, 20), (90, 10, 10)):
-            alb.set_weights(blue, green)
+            alb.set_weights(blue, green, route)
             route.reset_counts()
             answers = send(route, n)
             assert all(alb.color(group) == target for target, group in answers), answers
@@ -190,7 +193,7 @@ def test_route_follows_the_listener_weights_in_moto(alb, targets, moto_server):
 
 
 def test_route_forwards_the_request_and_keeps_the_client_connection(alb, targets, moto_server):
-    with AlbRoute(moto_server, listener_arn=alb.listener, cache_s=CACHE_S) as route:
+    with AlbRoute(moto_server, listener_arn=alb.listener) as route:
         connection = http.client.HTTPConnection("127.0.0.1", route.server.server_address[1], timeout=10)
         connection.request("POST", "/v2/models/m/infer?x=1&y=two", body=b'{"inputs": []}', headers={"X-Client": "bench"})
         first = connection.getresponse()
@@ -210,7 +213,7 @@ def test_route_forwards_the_request_and_keeps_the_client_connection(alb, targets
 
 
 def test_route_answers_503_without_a_target_and_502_when_the_target_is_down(alb, moto_server):
-    with AlbRoute(moto_server, listener_arn=alb.listener, cache_s=CACHE_S) as route:
+    with AlbRoute(moto_server, listener_arn=alb.listener) as route:
         status, body = get_json(route.url + "/v2/health/ready")
         assert status == 503
         assert body == {"error": f"target group {alb.groups['blue']} has no registered target"}
@@ -218,11 +221,11 @@ def test_route_answers_503_without_a_target_and_502_when_the_target_is_down(alb,
         closed = EchoServer("gone")
         closed.stop()  # its port refuses connections now
         alb.register("blue", "127.0.0.1", closed.port)
-        time.sleep(CACHE_S + 0.05)
+        route.refresh()
         status, body = get_json(route.url + "/v2/health/ready")
         assert status == 502 and f"target 127.0.0.1:{closed.port}" in body["error"]
 
-        alb.set_weights(0, 0)
+        alb.set_weights(0, 0, route)
         status, body = get_json(route.url + "/")
         assert status == 503 and "no target group with a weight above 0" in body["error"]
         assert route.statuses() == {(alb.groups["blue"], 503): 1, (alb.groups["blue"], 502): 1}
@@ -235,7 +238,7 @@ def test_route_of_a_listener_rule(alb, targets, moto_server):
         Conditions=[{"Field": "path-pattern", "Values": ["/v2/*"]}],
         Actions=alb.forward(0, 100),
     )["Rules"][0]["RuleArn"]
-    with AlbRoute(moto_server, rule_arn=rule, cache_s=CACHE_S) as by_rule, AlbRoute(moto_server, listener_arn=alb.listener) as by_default:
+    with AlbRoute(moto_server, rule_arn=rule) as by_rule, AlbRoute(moto_server, listener_arn=alb.listener) as by_default:
         assert {target for target, _group in send(by_rule, 4)} == {"green"}
         assert {target for target, _group in send(by_default, 4)} == {"blue"}
     with pytest.raises(ValueError, match="exactly one of listener_arn"):
