@@ -163,7 +163,7 @@ def send(route: AlbRoute, n: int) -> list[str]:
     """n GETs on one keep-alive connection: the target each answer came from, checked against the group header."""
     connection = http.client.HTTPConnection("127.0.0.1", route.server.server_address[1], timeout=10)
     answers = []
-    for _ in range(n):
+    for _request in range(n):
         connection.request("GET", "/v2/health/ready")
         response = connection.getresponse()
         body = json.loads(response.read())

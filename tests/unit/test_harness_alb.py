@@ -12,7 +12,7 @@ BLUE, GREEN = "arn:tg/blue", "arn:tg/green"
 
 
 def picks(picker: SmoothWeightedPicker, weights: list[tuple[str, int]], n: int) -> list[str | None]:
-    return [picker.pick(weights) for _ in range(n)]
+    return [picker.pick(weights) for _pick in range(n)]
 
 
 @pytest.mark.parametrize(
