@@ -1,12 +1,12 @@
 """One release per colour on one instance: the live colour keeps its models until the cutover has moved traffic off it.
 
-Stand-ins: a moto server for S3; the ECS agent's introspection API and IMDSv2 answered by a stand-in HTTP server
-(tests/harness/model_agent.py); each colour's task is a real tritonserver process (CPU, python backend) started as the
-image's entrypoint starts it in view mode (its repository is its task definition's view, every model in it loaded at
-start), listed as a task of its task definition revision (Family, Version). The tasks listen on loopback ports, as
-bridge-mode tasks do: the awsvpc addressing is covered by tests/integration/test_harness.py's stand-ins. The agent runs
-as on an instance (`python3 -m ..._models.agent --serve`) with the release records written as model_release writes
-them (schema 2, bound to task definition revisions).
+Stand-ins: a moto server for S3; the ECS agent's introspection API, its task metadata endpoint v4 and IMDSv2 answered
+by stand-in HTTP servers (tests/harness/model_agent.py); each colour's task an awsvpc task stand-in
+(tests/harness/awsvpc.py): a container at its own address on a Docker network, running the image's real entrypoint
+with INFEROPS_MODEL_VIEW=task-definition over a real tritonserver (CPU, python backend), the instance's host path
+read-only at /models, listed in awsvpc mode as a task of its task definition revision. The agent runs as on an instance
+(`python3 -m ..._models.agent --serve`) and reaches each task at its address; the release records are written as
+model_release writes them (schema 2, bound to task definition revisions). Run under the heavy lock (containers).
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import build_release, release_key, render_release
-from tests.harness.model_agent import TRITON_ARGS, SimulatedInstance
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
+from tests.harness.model_agent import SimulatedInstance
 from tests.harness.model_versions import make_version
-from tests.harness.triton import TritonServer
 
 PREFIX = "models"
 APP = "triton"
@@ -50,16 +51,17 @@ class Records:
 class Answers:
     """A client per colour asking the model (no version named) until stopped; which versions answered."""
 
-    def __init__(self, tritons: dict[str, TritonServer]) -> None:
+    def __init__(self, tritons: dict[str, Any]) -> None:
         self.stop = threading.Event()
         self.seen: dict[str, set[float]] = {colour: set() for colour in tritons}
         self.failed: list[str] = []
         self.threads = [threading.Thread(target=self._run, args=(c, t), daemon=True) for c, t in tritons.items()]
 
-    def _run(self, colour: str, triton: TritonServer) -> None:
+    def _run(self, colour: str, task: Any) -> None:
+        client = TritonClient(task.url, timeout_s=10)
         while not self.stop.is_set():
             try:
-                self.seen[colour].add(triton.infer(MODEL, [10.0])[0] - 10.0)
+                self.seen[colour].add(infer(client) - 10.0)
             except Exception as err:  # any client-side failure is a failed request
                 self.failed.append(f"{colour}: {type(err).__name__}: {err}")
 
@@ -74,20 +76,20 @@ class Answers:
             thread.join(30)
 
 
-def start_task(instance: SimulatedInstance, revision: int) -> TritonServer:
-    """A task of triton:<revision>, started as the entrypoint starts it in view mode."""
-    view = instance.host_path / ".task-definitions" / f"triton-{revision}"
-    models = tuple(sorted(p.name for p in view.iterdir() if p.is_dir()))
-    triton = TritonServer(view, instance.workdir, models=models, extra_args=TRITON_ARGS).start()
-    instance.tritons.append(triton)
-    arn = f"arn:aws:ecs:us-east-1:123456789012:task/fleet/{uuid.uuid4().hex}"
-    instance.endpoints.add_bridge_task(arn, triton.http_port, triton.metrics_port)
-    instance.endpoints.tasks[-1]["Version"] = str(revision)
-    return triton
+def infer(client: TritonClient) -> float:
+    return client.infer(MODEL, [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [10.0]}])[0]["data"][0]
 
 
-def ready_versions(triton: TritonServer) -> list[int]:
-    return sorted(int(e["version"]) for e in triton.post("/v2/repository/index")[1] if e.get("state") == "READY")
+def start_task(instance: SimulatedInstance, revision: int) -> Any:
+    """A task of triton:<revision>: the entrypoint reads its revision from the task metadata endpoint, waits for its view
+    and serves it (every model in it loaded at start)."""
+    env = {"INFEROPS_MODEL_VIEW": "task-definition", "TRITON_EXTRA_ARGS": "--disable-auto-complete-config"}
+    return instance.add_awsvpc_task("triton", revision, env=env)
+
+
+def ready_versions(task: Any) -> list[int]:
+    index = TritonClient(task.url, timeout_s=10).repository_index()
+    return sorted(int(e["version"]) for e in index if e.get("state") == "READY")
 
 
 @pytest.fixture
