@@ -129,7 +129,8 @@ options:
             sample, the drain waits O(drain.quiet_period_s) and says so, rather than its whole O(drain.timeout_s);
             when some answer, those are watched. An endpoint that stops answering later counts as activity, as for
             the URLs given here.
-          - With no endpoint to watch (no task found, none reachable, or O(drain.quiet_period_s=0)) the drain waits
+          - With no endpoint to watch (no task found, none reachable, the lookup refused - it needs C(ecs:ListTasks) and
+            C(ecs:DescribeTasks) - or O(drain.quiet_period_s=0), when nothing is looked up) the drain waits
             O(drain.quiet_period_s).
         type: dict
       metrics_port:

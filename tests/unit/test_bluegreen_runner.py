@@ -11,6 +11,7 @@ import copy
 from typing import Any, ClassVar
 
 import pytest
+from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
@@ -477,3 +478,22 @@ def test_check_mode_says_what_the_drain_would_watch_without_sampling():
     # nothing to drain (the old colour kept at full size): nothing looked up
     run = Runner(params(old_color="keep"), Clients(aws, aws, aws, aws, aws), check_mode=True, clock=clock, triton=SilentTriton)
     assert run.run()["drain_watch"] == {}
+
+
+def test_a_task_lookup_the_controller_may_not_make_leaves_the_quiet_period_and_names_the_fix():
+    aws, clock = FakeAws(), FakeClock()
+    blue_fleet(aws)
+
+    def denied(**kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListTasks")
+
+    aws.list_tasks = denied
+    result = drain_run(aws, clock, quiet_period_s=5)
+    entry = drain_entry(result)
+    assert entry["outcome"] == "ok" and entry["duration_s"] == pytest.approx(5)
+    assert entry["detail"] == (
+        "no RUNNING task endpoint of blue found through ECS: waited the quiet period of 5 s; not watched: the tasks of "
+        "triton-blue could not be read (AccessDeniedException): grant ecs:ListTasks and ecs:DescribeTasks (docs/iam.md) "
+        "or give drain.metrics_urls"
+    )
+    assert aws.services["triton-blue"]["desiredCount"] == 0

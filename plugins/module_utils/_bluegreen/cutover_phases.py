@@ -13,6 +13,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cl
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import drain_endpoints as endpoints
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
@@ -194,8 +195,12 @@ class CutoverPhases(CutoverState):
         if not drain["quiet_period_s"]:
             return endpoints.DrainWatch(color, "none")
         service = self.services[color]
-        arns = ecs_svc.list_service_tasks(self.aws.ecs, self.p["cluster"], service)
-        tasks = ecs_svc.describe_tasks(self.aws.ecs, self.p["cluster"], arns) if arns else []
+        try:
+            arns = ecs_svc.list_service_tasks(self.aws.ecs, self.p["cluster"], service)
+            tasks = ecs_svc.describe_tasks(self.aws.ecs, self.p["cluster"], arns) if arns else []
+        except (BotoCoreError, ClientError) as e:  # traffic has moved already: a lookup refused (IAM) leaves the quiet period
+            fix = "grant ecs:ListTasks and ecs:DescribeTasks (docs/iam.md) or give drain.metrics_urls"
+            return endpoints.DrainWatch(color, "ecs_tasks", [], [f"the tasks of {service} could not be read ({error_code(e) or e}): {fix}"])
         urls, not_watched = endpoints.service_endpoints(tasks, service, drain.get("metrics_port") or endpoints.TRITON_METRICS_PORT)
         return endpoints.DrainWatch(color, "ecs_tasks", urls, not_watched)
 
