@@ -124,7 +124,7 @@ options:
           - Without them the drain finds the old colour's endpoints itself - ListTasks (its service, desired status
             RUNNING), then DescribeTasks - as C(http://<task address>:<drain.metrics_port>/metrics), the address being
             each awsvpc task's network interface's private IPv4 address. A task without one (bridge or host networking,
-            no interface attached) is named in RV(drain_watch.not_watched) and not watched.
+            no interface attached) is named in C(not_watched) of RV(drain_watch) and not watched.
           - A controller may have no network reach into the VPC; when none of the endpoints found answers the first
             sample, the drain waits O(drain.quiet_period_s) and says so, rather than its whole O(drain.timeout_s);
             when some answer, those are watched. An endpoint that stops answering later counts as activity, as for
@@ -317,11 +317,27 @@ drain_watch:
   description:
     - What the drain of the old colour watched (in check mode, would watch); empty when this run has no drain or
       the old colour needs none.
-    - C(color); C(source) - V(metrics_urls) (O(drain.metrics_urls)), V(ecs_tasks) (found through ECS) or V(none)
-      (O(drain.quiet_period_s=0), nothing looked up); C(urls) - the metrics URLs watched; C(not_watched) - one line
-      per task or endpoint left out, and why.
   returned: always
   type: dict
+  contains:
+    color:
+      description: The old colour.
+      type: str
+    source:
+      description:
+        - V(metrics_urls) (O(drain.metrics_urls)), V(ecs_tasks) (found through ECS) or V(none)
+          (O(drain.quiet_period_s=0), nothing looked up).
+      type: str
+    urls:
+      description:
+        - The metrics URLs watched; of the endpoints found through ECS, those that answered the first sample (in
+          check mode, every one found - reach is not tried).
+      type: list
+      elements: str
+    not_watched:
+      description: One line per task or endpoint left out, and why (no interface address, no answer from the controller, a refused lookup).
+      type: list
+      elements: str
   sample:
     color: blue
     source: ecs_tasks

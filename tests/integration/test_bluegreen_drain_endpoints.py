@@ -7,8 +7,8 @@ Stand-ins, and where each one differs from AWS:
   tasks, on the Fargate launch type (moto places EC2 tasks only on registered container instances). moto gives each
   awsvpc task an ENI attachment with a private IPv4 address, and crashes on it unless the VPC has DNS hostnames on:
   the test turns them on. moto moves a task one lifecycle state on at every DescribeTasks (RUNNING, DEACTIVATING,
-  STOPPING...); its state manager is set to keep tasks RUNNING, as a service's tasks stay. moto ignores ListTasks' serviceName filter; the module also keeps only the service's
-  group, and a green task in the cluster shows it does.
+  STOPPING...); its state manager is set to keep tasks RUNNING, as a service's tasks stay. moto ignores ListTasks'
+  serviceName filter; the module also keeps only the service's group, and a green task in the cluster shows it does.
 - No reach from the controller: the addresses moto hands out (10.x) serve no Triton metrics from this machine (the
   sandbox's network answers 404; elsewhere they do not route), as a controller outside the VPC sees them.
 - The watch itself: a tritonserver on loopback, reached through `drain.metrics_urls` (the override), because a

@@ -89,8 +89,7 @@ def test_an_interface_not_attached_yet_is_named_with_its_status():
 def test_several_interfaces_the_attached_one_with_an_address_wins_one_url_per_task():
     assert task_address(task("t", eni("10.0.9.9", "DELETED"), eni("10.0.1.5"))) == ("10.0.1.5", "")
     assert task_address(task("t", eni(None), eni("10.0.1.6"))) == ("10.0.1.6", "")
-    urls, _ = service_endpoints([task("t", eni("10.0.1.5"), eni("10.0.1.6"))], SERVICE, 8002)
-    assert urls == ["http://10.0.1.5:8002/metrics"]
+    assert service_endpoints([task("t", eni("10.0.1.5"), eni("10.0.1.6"))], SERVICE, 8002) == (["http://10.0.1.5:8002/metrics"], [])
 
 
 def test_the_containers_network_interfaces_give_the_address_when_the_attachment_lacks_it():
