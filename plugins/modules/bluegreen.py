@@ -20,7 +20,7 @@ description:
     target of its target group is healthy), V(gates) (Triton live, ready, expected models READY and a smoke
     inference through the test route; CloudWatch alarms not in ALARM), V(traffic) (each step of
     O(traffic_steps), baked for O(bake_time_s) while alarms and gates are watched), V(drain) (wait until the old
-    colour has no work in flight), V(finish) (termination wait, then scale the old colour down)."
+    colour has no work in flight, from its tasks' Triton metrics), V(finish) (termination wait, then scale the old colour down)."
   - Any failed gate, alarm or timeout after the standby was touched rolls back (weights to the old colour in one
     call, standby scaled to 0) and fails the task with the reason.
   - Every decision is taken from what AWS shows, so a re-run after an interruption continues (or rolls back) from
@@ -126,9 +126,24 @@ options:
         default: 10
       metrics_urls:
         description:
-          - Triton metrics URLs (C(:8002/metrics)) of each colour's tasks, keys V(blue) and V(green). Without them
-            the drain waits O(drain.quiet_period_s).
+          - Triton metrics URLs (C(:8002/metrics)) of each colour's tasks, keys V(blue) and V(green). An override -
+            given for the old colour, these are watched and nothing is looked up.
+          - Without them the drain finds the old colour's endpoints itself - ListTasks (its service, desired status
+            RUNNING), then DescribeTasks - as C(http://<task address>:<drain.metrics_port>/metrics), the address being
+            each awsvpc task's network interface's private IPv4 address. A task without one (bridge or host networking,
+            no interface attached) is named in C(not_watched) of RV(drain_watch) and not watched.
+          - A controller may have no network reach into the VPC; when none of the endpoints found answers the first
+            sample, the drain waits O(drain.quiet_period_s) and says so, rather than its whole O(drain.timeout_s);
+            when some answer, those are watched. An endpoint that stops answering later counts as activity, as for
+            the URLs given here.
+          - With no endpoint to watch (no task found, none reachable, the lookup refused - it needs C(ecs:ListTasks) and
+            C(ecs:DescribeTasks) - or O(drain.quiet_period_s=0), when nothing is looked up) the drain waits
+            O(drain.quiet_period_s).
         type: dict
+      metrics_port:
+        description: Triton's metrics port in the old colour's tasks (C(--metrics-port)), for the endpoints found through ECS.
+        type: int
+        default: 8002
       wait_deregistration:
         description: After scaling down, wait (up to O(drain.timeout_s)) until no target of the old colour is C(draining).
         type: bool
@@ -197,6 +212,8 @@ attributes:
     details:
       - Observes AWS and returns the plan (RV(plan), RV(actions)) without any write.
       - It only plans - the health gates, alarm checks, bake and drains of a real cutover are not run, so their outcome is not predicted.
+      - RV(drain_watch) says which endpoints the drain would watch (the task endpoints are looked up in ECS, a read;
+        whether the controller reaches them is not tried).
   diff_mode:
     support: full
     details:
@@ -303,6 +320,36 @@ autoscaling:
       handling made.
   returned: always
   type: dict
+drain_watch:
+  description:
+    - What the drain of the old colour watched (in check mode, would watch); empty when this run has no drain or
+      the old colour needs none.
+  returned: always
+  type: dict
+  contains:
+    color:
+      description: The old colour.
+      type: str
+    source:
+      description:
+        - V(metrics_urls) (O(drain.metrics_urls)), V(ecs_tasks) (found through ECS) or V(none)
+          (O(drain.quiet_period_s=0), nothing looked up).
+      type: str
+    urls:
+      description:
+        - The metrics URLs watched; of the endpoints found through ECS, those that answered the first sample (in
+          check mode, every one found - reach is not tried).
+      type: list
+      elements: str
+    not_watched:
+      description: One line per task or endpoint left out, and why (no interface address, no answer from the controller, a refused lookup).
+      type: list
+      elements: str
+  sample:
+    color: blue
+    source: ecs_tasks
+    urls: ["http://10.0.1.23:8002/metrics", "http://10.0.2.41:8002/metrics"]
+    not_watched: []
 told_waits_s:
   description: Seconds spent in the waits the caller asked for (bake, termination wait, drain quiet periods).
   returned: always
@@ -359,6 +406,7 @@ def main() -> None:
                 timeout_s=dict(seconds, default=300),
                 quiet_period_s=dict(seconds, default=10),
                 metrics_urls=dict(type="dict"),
+                metrics_port=dict(type="int", default=8002),
                 wait_deregistration=dict(type="bool", default=False),
             ),
         ),

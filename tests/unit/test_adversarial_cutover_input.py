@@ -41,7 +41,7 @@ def good_params(**overrides):
         "termination_wait_s": 0,
         "alarm_names": [],
         "gates": {"timeout_s": 60, "interval_s": 2, "request_timeout_s": 5, "expected_models": [], "smoke": None},
-        "drain": {"timeout_s": 300, "quiet_period_s": 10, "metrics_urls": None, "wait_deregistration": False},
+        "drain": {"timeout_s": 300, "quiet_period_s": 10, "metrics_urls": None, "metrics_port": 8002, "wait_deregistration": False},
         "timeouts": {"standby_up_s": 900, "poll_interval_s": 5},
         "lock_ttl_s": 600,
         "lock_owner": None,

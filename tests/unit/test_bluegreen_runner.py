@@ -1,4 +1,5 @@
-"""The blue/green runner over fake AWS clients and a fake clock: phases, rollback, drain, check mode, waits.
+"""The blue/green runner over fake AWS clients and a fake clock: phases, rollback, drain (its endpoints given or found
+through ECS), check mode, waits.
 
 The fakes answer the boto3 calls the thin client files make (`_aws/ecs.py`, `_aws/elbv2.py`, `_aws/cloudwatch.py`)
 with AWS-shaped payloads; time is simulated, so a 300 s bake takes no time and the told waits can be asserted.
@@ -10,12 +11,14 @@ import copy
 from typing import Any, ClassVar
 
 import pytest
+from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError
 from tests.unit.one_page_listings import OnePageListings
 
 TD1 = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"
@@ -65,6 +68,7 @@ class FakeAws(OnePageListings):
         self.alarms = {"5xx": "OK"}
         self.gpus_free = 0
         self.managed_scaling = True
+        self.tasks: list[dict] = []  # DescribeTasks-shaped; none by default (the drain then finds no endpoint)
         self.calls: list[tuple] = []
 
     # ECS
@@ -94,6 +98,14 @@ class FakeAws(OnePageListings):
         if taskDefinition:
             svc["taskDefinition"] = taskDefinition
         return {"service": svc}
+
+    def list_tasks(self, aws_retry: bool, cluster: str, serviceName: str, desiredStatus: str) -> dict:
+        return {
+            "taskArns": [t["taskArn"] for t in self.tasks if t["group"] == f"service:{serviceName}" and t["desiredStatus"] == desiredStatus]
+        }
+
+    def describe_tasks(self, aws_retry: bool, cluster: str, tasks: list) -> dict:
+        return {"tasks": [copy.deepcopy(t) for t in self.tasks if t["taskArn"] in tasks]}
 
     def list_container_instances(self, aws_retry: bool, cluster: str, status: str) -> dict:
         return {"containerInstanceArns": ["arn:ci/1"] if self.gpus_free else []}
@@ -194,7 +206,7 @@ def params(**kw: Any) -> dict[str, Any]:
         "watch_interval_s": 5,
         "alarm_names": ["5xx"],
         "gates": {"expected_models": [], "smoke": None, "timeout_s": 60, "interval_s": 2, "request_timeout_s": 5},
-        "drain": {"timeout_s": 300, "quiet_period_s": 10, "metrics_urls": None, "wait_deregistration": False},
+        "drain": {"timeout_s": 300, "quiet_period_s": 10, "metrics_urls": None, "metrics_port": 8002, "wait_deregistration": False},
         "old_color": "scale_down",
         "termination_wait_s": 0,
         "timeouts": {"standby_up_s": 900, "poll_interval_s": 5},
@@ -316,3 +328,172 @@ def test_rerun_after_the_cutover_is_a_noop_with_read_calls_only():
     aws.calls.clear()
     result = runner(aws, bake_time_s=0).run()
     assert result["decision"] == "noop" and not result["changed"] and aws.calls == []
+
+
+# ---------------------------------------------------------------- the drain's endpoints found through ECS
+
+BUSY = {"nv_inference_pending_request_count": 1.0, "nv_inference_request_success": 1.0}
+IDLE = {"nv_inference_pending_request_count": 0.0, "nv_inference_request_success": 2.0}
+
+
+def awsvpc_task(task_id: str, address: str, service: str = "triton-blue", last: str = "RUNNING", desired: str = "RUNNING") -> dict:
+    """A task as DescribeTasks answers it for an awsvpc service: its network interface's address in its attachment."""
+    eni = {"name": "privateIPv4Address", "value": address}
+    return {
+        "taskArn": f"arn:aws:ecs:us-east-1:123456789012:task/inference/{task_id}",
+        "group": f"service:{service}",
+        "lastStatus": last,
+        "desiredStatus": desired,
+        "attachments": [{"type": "ElasticNetworkInterface", "status": "ATTACHED", "details": [eni]}],
+    }
+
+
+class SilentTriton(FakeTriton):
+    """FakeTriton, where a URL mapped to None does not answer (a controller with no reach into the VPC)."""
+
+    sampled: ClassVar[list[str]] = []
+
+    def metrics(self, url: str) -> dict:
+        SilentTriton.sampled.append(url)
+        if FakeTriton.metrics_by_url.get(url) is None:
+            raise TritonError(f"cannot reach Triton at {url}: timed out")
+        return super().metrics(url)
+
+
+def drain_run(aws: FakeAws, clock: FakeClock, check_mode: bool = False, **drain: Any) -> dict:
+    SilentTriton.sampled = []
+    options = {"timeout_s": 60, "quiet_period_s": 3, "metrics_urls": None, "metrics_port": 8002, "wait_deregistration": False, **drain}
+    run = Runner(
+        params(bake_time_s=0, drain=options), Clients(aws, aws, aws, aws, aws), check_mode=check_mode, clock=clock, triton=SilentTriton
+    )
+    return run.run()
+
+
+def drain_entry(result: dict) -> dict:
+    return next(e for e in result["timeline"] if e["phase"] == "drain")
+
+
+def blue_fleet(aws: FakeAws) -> list[str]:
+    """Two RUNNING blue tasks, a blue task being stopped, a stopped one and a green task: the drain watches the first two."""
+    aws.tasks = [
+        awsvpc_task("b1", "10.0.1.11"),
+        awsvpc_task("b2", "10.0.2.12"),
+        awsvpc_task("b3", "10.0.1.13", desired="STOPPED"),
+        awsvpc_task("b4", "10.0.2.14", last="STOPPED", desired="STOPPED"),
+        awsvpc_task("g1", "10.0.1.21", service="triton-green"),
+    ]
+    return ["http://10.0.1.11:8002/metrics", "http://10.0.2.12:8002/metrics"]
+
+
+def test_drain_watches_the_old_colours_running_tasks_found_through_ecs():
+    aws, clock = FakeAws(), FakeClock()
+    urls = blue_fleet(aws)
+    FakeTriton.metrics_by_url = {urls[0]: [BUSY] * 8 + [IDLE], urls[1]: [IDLE]}
+    result = drain_run(aws, clock)
+    entry = drain_entry(result)
+    assert entry["outcome"] == "ok" and entry["detail"] == "blue quiet for 3 s on 2 endpoint(s) found through ECS"
+    assert entry["duration_s"] == pytest.approx(4.0 + 3)  # as with metrics_urls: busy up to 3.5 s, then 3 s quiet
+    assert result["drain_watch"] == {"color": "blue", "source": "ecs_tasks", "urls": urls, "not_watched": []}
+    assert set(SilentTriton.sampled) == set(urls)
+
+
+def test_drain_with_no_reach_to_any_task_waits_the_quiet_period_not_its_timeout():
+    aws, clock = FakeAws(), FakeClock()
+    urls = blue_fleet(aws)
+    FakeTriton.metrics_by_url = {}
+    result = drain_run(aws, clock, timeout_s=600, quiet_period_s=10)
+    entry = drain_entry(result)
+    assert entry["outcome"] == "ok"
+    assert entry["detail"] == "no reach to 2 task endpoints of blue from the controller: waited the quiet period of 10 s"
+    assert entry["duration_s"] == pytest.approx(10) and result["told_waits_s"] == pytest.approx(10)
+    assert result["drain_watch"]["not_watched"] == [f"{u} did not answer from the controller" for u in urls]
+    assert aws.services["triton-blue"]["desiredCount"] == 0
+
+
+def test_drain_watches_the_task_endpoints_that_answer():
+    aws, clock = FakeAws(), FakeClock()
+    urls = blue_fleet(aws)
+    FakeTriton.metrics_by_url = {urls[1]: [BUSY] * 4 + [IDLE]}  # urls[0] does not answer
+    result = drain_run(aws, clock)
+    entry = drain_entry(result)
+    assert entry["outcome"] == "ok" and entry["duration_s"] == pytest.approx(2.0 + 3)
+    assert (
+        entry["detail"]
+        == f"blue quiet for 3 s on 1 endpoint(s) found through ECS; not watched: {urls[0]} did not answer from the controller"
+    )
+    assert result["drain_watch"]["urls"] == [urls[1]]
+
+
+def test_a_task_endpoint_that_stops_answering_later_is_not_proof_of_quiet():
+    aws, clock = FakeAws(), FakeClock()
+    urls = blue_fleet(aws)
+    FakeTriton.metrics_by_url = {urls[0]: [IDLE], urls[1]: [IDLE]}
+    clock.hooks.append((clock.now + 1, lambda: FakeTriton.metrics_by_url.update({urls[1]: None})))
+    entry = drain_entry(drain_run(aws, clock, timeout_s=20))
+    assert entry["outcome"] == "timed_out" and entry["duration_s"] == pytest.approx(20, abs=0.6)
+
+
+def test_metrics_urls_for_the_old_colour_win_over_the_tasks_found_through_ecs():
+    aws, clock = FakeAws(), FakeClock()
+    blue_fleet(aws)
+    listed: list[str] = []
+    original = aws.list_tasks
+    aws.list_tasks = lambda **kw: listed.append(kw["serviceName"]) or original(**kw)
+    FakeTriton.metrics_by_url = {"http://blue-0.internal:8002/metrics": [IDLE]}
+    result = drain_run(aws, clock, metrics_urls={"blue": ["http://blue-0.internal:8002/metrics"]})
+    entry = drain_entry(result)
+    assert entry["detail"] == "blue quiet for 3 s on 1 endpoint(s) of drain.metrics_urls"
+    assert result["drain_watch"]["source"] == "metrics_urls" and listed == []
+    assert SilentTriton.sampled and set(SilentTriton.sampled) == {"http://blue-0.internal:8002/metrics"}
+
+
+def test_no_running_task_found_waits_the_quiet_period_and_names_the_tasks_left_out():
+    aws, clock = FakeAws(), FakeClock()
+    aws.tasks = [
+        {**awsvpc_task("br", ""), "attachments": [], "containers": [{"networkBindings": [{"containerPort": 8002, "hostPort": 32768}]}]}
+    ]
+    entry = drain_entry(drain_run(aws, clock, quiet_period_s=5))
+    assert entry["outcome"] == "ok" and entry["duration_s"] == pytest.approx(5)
+    assert entry["detail"].startswith(
+        "no RUNNING task endpoint of blue found through ECS: waited the quiet period of 5 s; not watched: task br uses bridge"
+    )
+
+
+def test_a_quiet_period_of_0_looks_nothing_up():
+    aws, clock = FakeAws(), FakeClock()
+    blue_fleet(aws)
+    aws.list_tasks = None  # a call would fail
+    result = drain_run(aws, clock, quiet_period_s=0)
+    assert drain_entry(result)["detail"] == "no metrics URL for blue: waited the quiet period of 0 s"
+    assert result["drain_watch"] == {"color": "blue", "source": "none", "urls": [], "not_watched": []}
+
+
+def test_check_mode_says_what_the_drain_would_watch_without_sampling():
+    aws, clock = FakeAws(), FakeClock()
+    urls = blue_fleet(aws)
+    result = drain_run(aws, clock, check_mode=True)
+    assert aws.calls == [] and result["planned"]
+    assert result["drain_watch"] == {"color": "blue", "source": "ecs_tasks", "urls": urls, "not_watched": []}
+    assert SilentTriton.sampled == []
+    # nothing to drain (the old colour kept at full size): nothing looked up
+    run = Runner(params(old_color="keep"), Clients(aws, aws, aws, aws, aws), check_mode=True, clock=clock, triton=SilentTriton)
+    assert run.run()["drain_watch"] == {}
+
+
+def test_a_task_lookup_the_controller_may_not_make_leaves_the_quiet_period_and_names_the_fix():
+    aws, clock = FakeAws(), FakeClock()
+    blue_fleet(aws)
+
+    def denied(**kw):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListTasks")
+
+    aws.list_tasks = denied
+    result = drain_run(aws, clock, quiet_period_s=5)
+    entry = drain_entry(result)
+    assert entry["outcome"] == "ok" and entry["duration_s"] == pytest.approx(5)
+    assert entry["detail"] == (
+        "no RUNNING task endpoint of blue found through ECS: waited the quiet period of 5 s; not watched: the tasks of "
+        "triton-blue could not be read (AccessDeniedException): grant ecs:ListTasks and ecs:DescribeTasks (docs/iam.md) "
+        "or give drain.metrics_urls"
+    )
+    assert aws.services["triton-blue"]["desiredCount"] == 0

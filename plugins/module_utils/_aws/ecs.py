@@ -1,7 +1,7 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""The one place this collection calls the ECS API: clusters, services, capacity providers, container instances
-and task definitions, one thin function per call. ECR image lookups are in `ecr.py`.
+"""The one place this collection calls the ECS API: clusters, services, tasks, capacity providers, container
+instances and task definitions, one thin function per call. ECR image lookups are in `ecr.py`.
 
 Every function takes a client made by `AnsibleAWSModule.client(..., retry_decorator=AWSRetry.jittered_backoff())`
 and calls it with `aws_retry=True`; listings go through botocore's paginators (`pages.full_result`). Botocore
@@ -85,6 +85,22 @@ def create_service(ecs: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 def update_service(ecs: Any, cluster: str, service: str, fields: dict[str, Any]) -> dict[str, Any]:
     """Applies `fields` (update_service arguments: desiredCount, taskDefinition, ...) to the service."""
     return ecs.update_service(aws_retry=True, cluster=cluster, service=service, **fields)["service"]
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def list_service_tasks(ecs: Any, cluster: str, service: str, desired_status: str = "RUNNING") -> list[str]:
+    """The ARNs of a service's tasks whose desired status is `desired_status`."""
+    return full_result(ecs, "list_tasks", cluster=cluster, serviceName=service, desiredStatus=desired_status).get("taskArns", [])
+
+
+def describe_tasks(ecs: Any, cluster: str, tasks: list[str]) -> list[dict[str, Any]]:
+    """The tasks found (a task stopped long ago is left out, as AWS lists it under failures)."""
+    described: list[dict[str, Any]] = []
+    for start in range(0, len(tasks), 100):  # the API takes at most 100 tasks a call
+        described += ecs.describe_tasks(aws_retry=True, cluster=cluster, tasks=tasks[start : start + 100])["tasks"]
+    return described
 
 
 # ---------------------------------------------------------------- capacity

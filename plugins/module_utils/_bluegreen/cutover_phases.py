@@ -7,10 +7,14 @@ and adds one entry to the run's timeline.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import drain_endpoints as endpoints
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverState
@@ -26,6 +30,7 @@ class CutoverPhases(CutoverState):
     """Each phase of a cutover over the run's view; a failed gate or timeout raises CutoverFailed."""
 
     DRAIN_POLL_S = 0.5  # how often the old colour's metrics are sampled during the drain
+    DRAIN_SAMPLERS = 32  # endpoints sampled at once
 
     def phase_capacity(self, plan: bg.Plan) -> None:
         entry = self._phase("capacity")
@@ -173,32 +178,80 @@ class CutoverPhases(CutoverState):
         if not plan.steps:
             self._end(self._phase("traffic"), "skipped", f"{plan.new} already has 100%")
 
+    def drain_skip_reason(self, plan: bg.Plan) -> str:
+        """Why the old colour needs no drain ("" when it does)."""
+        if self.colors[plan.old].desired == 0:
+            return f"{plan.old} is already scaled down"
+        if not self.scale_down_old:
+            return f"{plan.old} is kept at full size"
+        return ""
+
+    def drain_watch(self, color: str) -> endpoints.DrainWatch:
+        """The endpoints the drain of `color` watches: drain.metrics_urls when given for it, else its RUNNING tasks'
+        endpoints found through ECS (two reads, allowed in check mode). A quiet period of 0 asks for no quiet: nothing
+        is looked up."""
+        drain = self.p["drain"]
+        given = (drain.get("metrics_urls") or {}).get(color) or []
+        if given:
+            return endpoints.DrainWatch(color, "metrics_urls", list(given))
+        if not drain["quiet_period_s"]:
+            return endpoints.DrainWatch(color, "none")
+        service = self.services[color]
+        try:
+            arns = ecs_svc.list_service_tasks(self.aws.ecs, self.p["cluster"], service)
+            tasks = ecs_svc.describe_tasks(self.aws.ecs, self.p["cluster"], arns) if arns else []
+        except (BotoCoreError, ClientError) as e:  # traffic has moved already: a lookup refused (IAM) leaves the quiet period
+            fix = "grant ecs:ListTasks and ecs:DescribeTasks (docs/iam.md) or give drain.metrics_urls"
+            return endpoints.DrainWatch(color, "ecs_tasks", [], [f"the tasks of {service} could not be read ({error_code(e) or e}): {fix}"])
+        urls, not_watched = endpoints.service_endpoints(tasks, service, drain.get("metrics_port") or endpoints.TRITON_METRICS_PORT)
+        return endpoints.DrainWatch(color, "ecs_tasks", urls, not_watched)
+
     def phase_drain(self, plan: bg.Plan) -> None:
         entry = self._phase("drain")
         drain = self.p["drain"]
-        urls = (drain.get("metrics_urls") or {}).get(plan.old) or []
-        if self.colors[plan.old].desired == 0 or not self.scale_down_old:
-            self._end(
-                entry, "skipped", f"{plan.old} is " + ("already scaled down" if self.colors[plan.old].desired == 0 else "kept at full size")
-            )
-            return
-        if not urls:
-            self.clock.told_sleep(drain["quiet_period_s"])
-            self._end(entry, "ok", f"no metrics URL for {plan.old}: waited the quiet period of {drain['quiet_period_s']} s")
+        skipped = self.drain_skip_reason(plan)
+        if skipped:
+            self._end(entry, "skipped", skipped)
             return
         quiet_for = drain["quiet_period_s"]
         deadline = self.clock.monotonic() + drain["timeout_s"]
-        previous = self._samples(urls)
+        watch = self.drain_watched = self.drain_watch(plan.old)
+        if not watch.urls:
+            self.clock.told_sleep(quiet_for)
+            what = (
+                f"no RUNNING task endpoint of {plan.old} found through ECS"
+                if watch.source == "ecs_tasks"
+                else f"no metrics URL for {plan.old}"
+            )
+            self._end(entry, "ok", f"{what}: waited the quiet period of {quiet_for} s" + endpoints.left_out(watch))
+            return
+        first = self._sample_each(watch.urls)
+        if watch.source == "ecs_tasks":
+            # The controller may have no reach into the VPC: endpoints that do not answer now are not watched, and
+            # with none answering the drain waits the quiet period rather than its whole timeout.
+            silent = [url for url, sample in zip(watch.urls, first) if sample is None]
+            watch.not_watched += [f"{url} did not answer from the controller" for url in silent]
+            if len(silent) == len(watch.urls):
+                self.clock.told_sleep(quiet_for)
+                what = f"no reach to {len(silent)} task endpoints of {plan.old} from the controller"
+                self._end(entry, "ok", f"{what}: waited the quiet period of {quiet_for} s")
+                return
+            watch.urls = [url for url in watch.urls if url not in silent]
+            first = [sample for sample in first if sample is not None]
+        previous = None if any(sample is None for sample in first) else first
         last_activity = self.clock.monotonic()
         while True:
             self.clock.told_sleep(min(self.DRAIN_POLL_S, quiet_for or self.DRAIN_POLL_S, max(deadline - self.clock.monotonic(), 0)))
-            current = self._samples(urls)
+            current = self._samples(watch.urls)
             now = self.clock.monotonic()
             if previous is None or current is None or not gates.is_quiet(previous, current):
                 last_activity = now
             previous = current
             if now - last_activity >= quiet_for:
-                self._end(entry, "ok", f"{plan.old} quiet for {quiet_for} s on {len(urls)} endpoint(s)")
+                where = "found through ECS" if watch.source == "ecs_tasks" else "of drain.metrics_urls"
+                self._end(
+                    entry, "ok", f"{plan.old} quiet for {quiet_for} s on {len(watch.urls)} endpoint(s) {where}" + endpoints.left_out(watch)
+                )
                 return
             if now >= deadline:
                 pending = sum(gates.in_flight(m) for m in current or [])
@@ -207,11 +260,26 @@ class CutoverPhases(CutoverState):
                 )
                 return
 
+    def _sample_each(self, urls: list[str]) -> list[dict[str, float] | None]:
+        """One metrics sample of each endpoint, all at once (a controller without reach waits one request timeout,
+        not one per task); None for an endpoint that did not answer."""
+
+        def sample(url: str) -> dict[str, float] | None:
+            try:
+                return self.triton(url, self.p["gates"]["request_timeout_s"]).metrics(url)
+            except (TritonError, OSError):
+                return None
+
+        if len(urls) == 1:
+            return [sample(urls[0])]
+        with ThreadPoolExecutor(max_workers=min(len(urls), self.DRAIN_SAMPLERS)) as pool:
+            return list(pool.map(sample, urls))
+
     def _samples(self, urls: list[str]) -> list[dict[str, float]] | None:
-        try:
-            return [self.triton(url, self.p["gates"]["request_timeout_s"]).metrics(url) for url in urls]
-        except (TritonError, OSError):
+        samples = self._sample_each(urls)
+        if any(sample is None for sample in samples):
             return None  # an endpoint that stopped answering is not proof of quiet; the timeout bounds the wait
+        return samples  # type: ignore[return-value]
 
     def phase_finish(self, plan: bg.Plan) -> None:
         entry = self._phase("finish")

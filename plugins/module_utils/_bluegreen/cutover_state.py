@@ -19,6 +19,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen imp
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.drain_endpoints import DrainWatch
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
 
 
@@ -83,6 +84,7 @@ class CutoverState:
         self.timeline: list[dict[str, Any]] = []
         self.writes: list[str] = []
         self.rollback: dict[str, Any] | None = None
+        self.drain_watched: DrainWatch | None = None  # what the drain watched (in check mode: would watch)
         self.weights: dict[str, int] = {}
         self.colors: dict[str, gates.ColorState] = {}
         self.prod_actions: list[dict[str, Any]] = []

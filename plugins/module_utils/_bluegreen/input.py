@@ -27,6 +27,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "gates.request_timeout_s": (1, 300),
     "drain.timeout_s": (0, 3600),
     "drain.quiet_period_s": (0, 3600),
+    "drain.metrics_port": (1, 65535),
     "timeouts.standby_up_s": (1, DAY_S),
     "timeouts.poll_interval_s": (1, 300),
 }

@@ -51,6 +51,8 @@ class Runner(CutoverPhases):
         self._end(entry, "ok", f"{plan.action}: {plan.reason}")
         if self.check_mode:
             self.writes = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
+            if "drain" in phases and not self.drain_skip_reason(plan):
+                self.drain_watched = self.drain_watch(plan.old)  # reads only; whether the controller reaches them is not probed
             if self.scaling is not None:
                 self.writes += self.scaling.planned(plan, phases)
             return self._result(plan, phases, start, planned=True)
@@ -141,4 +143,5 @@ class Runner(CutoverPhases):
             "wall_s": round(self.clock.monotonic() - start, 3),
             "diff": {"before": self.before, "after": after},
             "autoscaling": self.scaling.summary() if self.scaling is not None else {},
+            "drain_watch": self.drain_watched.as_dict() if self.drain_watched is not None else {},
         }
