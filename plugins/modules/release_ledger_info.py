@@ -98,6 +98,14 @@ entries:
   returned: when since is given
   type: list
   elements: dict
+summary:
+  description: The answer (and the entries of the window) as lines for a reader.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "production route at 2026-12-01T10:00:00.000Z: green (since 2026-12-01T09:12:44.210Z)"
+    - "green: release r-3f2a9c1b7d4e (since 2026-12-01T09:12:44.210Z)"
 entries_listed:
   description: Ledger entries that ended at or before RV(at).
   returned: always
@@ -116,7 +124,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.entry 
     now,
     parse_time,
 )
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.history import answer_for  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.history import answer_for, describe  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.store import query  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError  # noqa: E402
 
@@ -141,10 +149,12 @@ def main() -> None:
             raise LedgerError(f"since={p['since']!r} is after at={p['at']!r}: give the window's start first")
         found = query(client(module, "s3"), p, at, since)
     resolved = found.pop("resolved")
+    answer = answer_for(resolved, p["color"])
     module.exit_json(
         changed=False,
         at=format_time(at),
-        answer=answer_for(resolved, p["color"]),
+        answer=answer,
+        summary=describe(format_time(at), answer, found.get("entries")),
         colors=resolved["colors"],
         entries_read=resolved["entries_read"],
         **found,

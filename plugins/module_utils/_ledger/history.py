@@ -132,3 +132,28 @@ def answer_for(resolved: dict[str, Any], color: str | None) -> dict[str, Any]:
 def window(oldest_first: Iterable[tuple[str, dict[str, Any]]], since: datetime, until: datetime) -> list[dict[str, Any]]:
     """Entries that ended in [since, until], in time order, each with its key."""
     return [{"key": key, **entry} for key, entry in oldest_first if since <= parse_time(entry["ended"], "ended") <= until]
+
+
+def describe(at: str, answer: dict[str, Any], entries: list[dict[str, Any]] | None = None) -> list[str]:
+    """The answer, and the window's entries, as lines for a reader (what playbooks/release_history.yml prints)."""
+    missing = "(not recorded)"
+    production = answer["production_color"]
+    lines = [
+        f"production route at {at}: "
+        + (f"{production} (since {answer['production_since']})" if production else "unknown: no ledger entry before then moved it")
+    ]
+    if answer["color"]:
+        since = f" (since {answer['since']})" if answer["since"] else ""
+        models = answer["models"]
+        lines += [
+            f"{answer['color']}: release {answer['release_id'] or missing}{since}",
+            f"  image: {answer['image'] or missing}",
+            f"  task definition: {answer['task_definition'] or missing}",
+            "  models: " + ((", ".join(f"{m['name']} v{m['version']}" for m in models) or "none") if models is not None else missing),
+            f"  AMI: {answer['ami_id'] or missing}",
+            f"  from entry: {answer['entry_key'] or '(none)'}",
+        ]
+    for e in entries or []:
+        where = e["color"] or "fleet"
+        lines.append(f"{e['ended']}  {e['kind']} {e['outcome']} on {where}: release {e['release_id'] or '-'} by {e['caller']}")
+    return lines
