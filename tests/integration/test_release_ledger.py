@@ -20,6 +20,7 @@ from tests.harness.moto import ACCOUNT_ID, MotoServer
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "release_ledger_modules.yml"
 HISTORY = REPO_ROOT / "playbooks" / "release_history.yml"
+SUMMARY_TASK = "What served the production route (and the colour asked)"
 LEDGER = {"bucket": "ledger-models", "prefix": "models/", "application": "triton"}
 BUS = "ops-events"
 IMAGE = "127.0.0.1:5000/inferops/triton@sha256:" + "a" * 64
@@ -220,7 +221,7 @@ def test_release_history_playbook_says_what_served_at_a_time(ledger_server):
     }
     run = run_playbook(HISTORY, extra_vars={**inventory, "at": "2026-12-01T10:30:00Z"})
     assert run.rc == 0, run.stdout[-3000:]
-    lines = run.result("What served the production route at 2026-12-01T10:30:00.000Z")["msg"]
+    lines = run.result(f"{SUMMARY_TASK} at 2026-12-01T10:30:00.000Z")["msg"]
     assert lines[:4] == [
         "production route at 2026-12-01T10:30:00.000Z: blue (since 2026-12-01T10:00:00.000Z)",
         "blue: release r-000000000003 (since 2026-12-01T10:00:00.000Z)",
@@ -231,7 +232,7 @@ def test_release_history_playbook_says_what_served_at_a_time(ledger_server):
         HISTORY, extra_vars={**inventory, "at": "2026-12-01T10:30:00Z", "color": "green", "since": "2026-12-01T08:00:00Z"}
     )
     assert colored.rc == 0, colored.stdout[-3000:]
-    lines = colored.result("What served green at 2026-12-01T10:30:00.000Z")["msg"]
+    lines = colored.result(f"{SUMMARY_TASK} at 2026-12-01T10:30:00.000Z")["msg"]
     assert lines[1] == "green: release r-000000000001 (since 2026-12-01T08:00:00.000Z)"
     assert "  models: resnet v1" in lines
     assert lines[-3:] == [
@@ -239,3 +240,26 @@ def test_release_history_playbook_says_what_served_at_a_time(ledger_server):
         f"2026-12-01T09:00:00.000Z  cutover rolled_back on blue: release r-000000000002 by arn:aws:sts::{ACCOUNT_ID}:user/moto",
         f"2026-12-01T10:00:00.000Z  cutover succeeded on blue: release r-000000000003 by arn:aws:sts::{ACCOUNT_ID}:user/moto",
     ]
+
+
+def test_the_flows_tasks_file_records_turns_off_and_says_when_it_has_no_bucket(ledger_server):
+    moto, _queue = ledger_server
+    tasks = Path(__file__).parent / "playbooks" / "ledger_entry_tasks.yml"
+    base = {"aws_endpoint_url": moto.endpoint, "flow_bucket": LEDGER["bucket"]}
+
+    recorded = run_playbook(tasks, base)
+    assert recorded.rc == 0, recorded.stdout[-3000:]
+    written = recorded.result("Release ledger | record the model_rollback")
+    assert written["changed"] and written["entry"]["models"] == [{"name": "resnet", "version": 1, "sha256": None}]
+    assert (written["entry"]["color"], written["entry"]["ami_id"], written["entry"]["kind"]) == (None, None, "model_rollback")
+    assert list(ledger_objects(moto)) == [written["key"]]
+
+    off = run_playbook(tasks, {**base, "release_ledger": False})
+    assert off.rc == 0 and off.result("Release ledger | record the model_rollback").get("skipped")
+    nowhere = run_playbook(tasks, {**base, "flow_bucket": ""})
+    assert nowhere.rc == 0
+    assert (
+        "is not in the release ledger"
+        in nowhere.result("Release ledger | not recorded, no bucket (set release_ledger_bucket, or release_ledger false)")["msg"]
+    )
+    assert len(ledger_objects(moto)) == 1

@@ -353,3 +353,21 @@ def test_a_write_racing_another_is_refused_by_s3_not_overwritten():
     with pytest.raises(LedgerError, match="already holds another entry"):
         store.append(s3, None, PARAMS, DAY[0], check_mode=False)
     assert s3.objects[key] == b"the other writer's bytes" and s3.puts == [key]
+
+
+def test_the_summary_reads_as_sentences():
+    resolved = history.replay(keyed(*DAY), at("2026-12-01T11:45:00Z"))
+    window = history.window(keyed(*DAY), at("2026-12-01T11:30:00Z"), at("2026-12-01T11:45:00Z"))
+    lines = history.describe("2026-12-01T11:45:00.000Z", history.answer_for(resolved, "blue"), window)
+    assert lines == [
+        "production route at 2026-12-01T11:45:00.000Z: green (since 2026-12-01T11:30:00.000Z)",
+        "blue: release r-000000000004 (since 2026-12-01T11:00:00.000Z)",
+        f"  image: {IMAGE_2}",
+        f"  task definition: {TD.format(3)}",
+        "  models: m v2",
+        "  AMI: ami-0a1b2c3d4e5f6a7b8",
+        f"  from entry: {keyed(*DAY)[3][0]}",
+        f"2026-12-01T11:30:00.000Z  cutover_rollback succeeded on green: release - by {CALLER}",
+    ]
+    empty = history.describe("2026-12-01T07:00:00.000Z", history.answer_for(history.replay([], at("2026-12-01T07:00:00Z")), None))
+    assert empty == ["production route at 2026-12-01T07:00:00.000Z: unknown: no ledger entry before then moved it"]
