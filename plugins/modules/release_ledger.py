@@ -14,7 +14,7 @@ description:
     application's release ledger, one S3 JSON object per entry under
     C(<prefix>/ledger/<application>/<YYYY>/<MM>/<DD>/<time>-<kind>-<8 hex>.json) (the time is O(ended), so a listing
     is in time order; the hex digits are the start of the entry's SHA-256).
-  - The object is created with an S3 conditional write (C(If-None-Match: *)), so no entry is ever replaced, by this
+  - The object is created with an S3 conditional write (header C(If-None-Match) set to C(*)), so no entry is ever replaced, by this
     module or any other writer. The same entry appended again (a retried run) finds its key holding the same bytes
     and reports no change; another entry under that key fails the module.
   - The entry records the release (O(release_id), O(image), O(task_definition), O(models) with the SHA-256 of each

@@ -188,8 +188,8 @@ DAY = [
 ]
 
 
-def ask(moment: str, color: str | None = None, entries=DAY) -> dict:
-    return history.answer_for(history.replay(keyed(*entries), at(moment)), color)
+def ask(moment: str, color: str | None = None, entries: list[dict] | None = None) -> dict:
+    return history.answer_for(history.replay(keyed(*(DAY if entries is None else entries)), at(moment)), color)
 
 
 def test_before_the_first_entry_nothing_is_known():
@@ -235,7 +235,7 @@ def test_production_and_each_colour_through_the_day():
 
 
 def test_the_answer_names_the_entries_it_comes_from():
-    keys = [key for key, _ in keyed(*DAY)]
+    keys = [pair[0] for pair in keyed(*DAY)]
     at_1145 = ask("2026-12-01T11:45:00Z")
     assert at_1145["production_entry_key"] == keys[4] and at_1145["production_since"] == "2026-12-01T11:30:00.000Z"
     assert at_1145["entry_key"] == keys[1]  # green's release was last set by the model release
@@ -258,7 +258,7 @@ def test_reading_newest_first_stops_once_everything_is_known_and_agrees_with_the
     resolved = history.resolve(newest_first(), at("2026-12-01T13:30:00Z"))
     assert resolved == {**history.replay(pairs, at("2026-12-01T13:30:00Z")), "entries_read": resolved["entries_read"]}
     # every field of both colours, production and the AMI are known once the first deploy is read: nothing older
-    assert read == [key for key, _ in reversed(pairs)] and resolved["entries_read"] == len(DAY)
+    assert read == [pair[0] for pair in reversed(pairs)] and resolved["entries_read"] == len(DAY)
     older = entry("deploy", "2026-11-30T08:00:00Z", release_id="r-00000000000a", image=IMAGE, task_definition=TD.format(9), color="green")
     read.clear()
     pairs = keyed(older, *DAY)
