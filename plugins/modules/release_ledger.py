@@ -44,8 +44,8 @@ options:
     choices: [deploy, cutover, cutover_rollback, model_release, model_rollback]
   outcome:
     description:
-      - V(succeeded); V(failed) (nothing moved: the entry moves neither production nor a colour); V(rolled_back) (the
-        release did not stay: only the production route moves, to O(production_color)).
+      - V(succeeded); V(failed) (nothing moved, so the entry moves neither production nor a colour); V(rolled_back) (the
+        release did not stay, so only the production route moves, to O(production_color)).
     type: str
     default: succeeded
     choices: [succeeded, failed, rolled_back]
