@@ -127,6 +127,11 @@ class SimulatedFleet:
     def records(self) -> dict[str, Any]:
         return {name: self.record(name) for name in ("current", "previous", "canary")}
 
+    def ledger_entries(self) -> list[bytes]:
+        """The release ledger's objects (docs/runbook.md), in key order: time order."""
+        listed = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=f"{self.prefix.strip('/')}/ledger/{self.application}/".lstrip("/"))
+        return [self.s3.get_object(Bucket=self.bucket, Key=o["Key"])["Body"].read() for o in listed.get("Contents", [])]
+
     def agent_logs(self) -> str:
         return "\n".join(f"{i.instance_id}: {i.agent_log()[-1500:]}" for i in self.instances)
 

@@ -80,12 +80,20 @@ def bluegreen_modules(app: BlueGreenApp) -> list[int]:
     return found
 
 
+LEDGER_BUCKET = "triton-models"
+
+
 def emergency(app: BlueGreenApp, **extra: object) -> tuple[PlaybookRun, dict]:
+    s3 = app.moto.client("s3")
+    if LEDGER_BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket=LEDGER_BUCKET)
     extra_vars = {
         "aws_region": "us-east-1",
         "aws_endpoint_url": app.moto.endpoint,
         "rollback_cutover_cluster": "inference",
         "rollback_cutover_name": "triton",
+        "fleet_iam_model_bucket": LEDGER_BUCKET,  # where the release ledger is (docs/runbook.md)
+        "fleet_iam_model_prefix": "models/",
     }
     run = run_playbook(EMERGENCY_PLAYBOOK, {**extra_vars, **extra}, env=app.moto.env())
     return run, run.result("Put production traffic back on the previous colour")
@@ -236,6 +244,16 @@ def test_adversarial_emergency_rollback(app, tmp_path, situation):
     run, res = emergency(app)
     assert run.rc == 0 and not res["changed"] and res["decision"] == "noop"
     assert lock_tags(app) == {}
+    # the release ledger has the rollback that moved traffic, and not the run that found it done
+    listed = app.moto.client("s3").list_objects_v2(Bucket=LEDGER_BUCKET, Prefix="models/ledger/triton/").get("Contents", [])
+    assert len(listed) == 1
+    entry = json.loads(app.moto.client("s3").get_object(Bucket=LEDGER_BUCKET, Key=listed[0]["Key"])["Body"].read())
+    assert (entry["kind"], entry["color"], entry["production_color"], entry["verdicts"]["from_color"]) == (
+        "cutover_rollback",
+        "blue",
+        "blue",
+        "green",
+    )
 
 
 def test_adversarial_emergency_rollback_refused_when_the_old_colour_is_gone(app):

@@ -9,6 +9,7 @@ test_dry_run.py has the dry run on an empty account.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -45,6 +46,14 @@ def _revisions(moto) -> list[str]:
     return moto.client("ecs").list_task_definitions(familyPrefix="triton-local")["taskDefinitionArns"]
 
 
+def _ledger(moto) -> list[dict]:
+    """The release ledger's entries (docs/runbook.md) in the rehearsal's model bucket, in time order."""
+    s3 = moto.client("s3")
+    listed = s3.list_objects_v2(Bucket="triton-local-models").get("Contents", [])
+    keys = [o["Key"] for o in listed if "ledger/triton/" in o["Key"]]
+    return [json.loads(s3.get_object(Bucket="triton-local-models", Key=key)["Body"].read()) for key in keys]
+
+
 def _weights(moto) -> dict[str, int]:
     elbv2 = moto.client("elbv2")
     groups = {g["TargetGroupArn"]: g["TargetGroupName"].rsplit("-", 1)[-1] for g in elbv2.describe_target_groups()["TargetGroups"]}
@@ -68,12 +77,19 @@ def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
     services = moto.client("ecs").describe_services(cluster="triton-local", services=["triton-blue", "triton-green"])["services"]
     counts = {s["serviceName"]: (s["desiredCount"], s["taskDefinition"].rsplit("/", 1)[-1]) for s in services}
     assert counts == {"triton-blue": (0, "triton-local:1"), "triton-green": (1, "triton-local:1")}
+    # the release ledger has the deploy: green brought up and on the production route, with what it runs
+    ledger = _ledger(moto)
+    assert [(e["kind"], e["outcome"], e["color"], e["production_color"]) for e in ledger] == [("deploy", "succeeded", "green", "green")]
+    assert ledger[0]["image"] == image and ledger[0]["task_definition"].endswith("task-definition/triton-local:1")
+    assert ledger[0]["ami_id"] == "ami-0a1b2c3d4e5f6a7b8" and ledger[0]["caller"].startswith("arn:aws:")
+    assert [t["outcome"] for t in ledger[0]["verdicts"]["gates"]] == ["ok"]
 
 
 def test_second_run_changes_nothing(local_deploy):
     moto, _first, second = local_deploy
     assert second.rc == 0, second.stderr[-3000:]
     assert second.changed_tasks == []
+    assert len(_ledger(moto)) == 1  # a run that changed nothing appends no ledger entry
     assert second.deprecations == []
     assert second.result("Cut traffic over to the new task definition").get("skipped")  # nothing to cut over
     assert len(_revisions(moto)) == 1

@@ -10,6 +10,7 @@ instance: it only writes release records and reads status objects.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -107,9 +108,22 @@ def test_staged_rollout_failed_canary_and_rollback(fleet):
     rolled = play(fleet, ROLLBACK, extra(fleet, 1))
     assert rolled.rc == 0, why(rolled)
     assert fleet.serving() == [1.0, 1.0] and fleet.record("current")["release_id"] == release_1
-    assert short(rolled.changed_tasks) == ["Put the previous release back (current.json <- previous.json, canary.json removed)"]
+    assert short(rolled.changed_tasks) == [
+        "Put the previous release back (current.json <- previous.json, canary.json removed)",
+        "Release ledger | record the model_rollback",
+    ]
     twice = play(fleet, ROLLBACK, extra(fleet, 1))
     assert twice.rc == 0 and twice.changed_tasks == []
+
+    # The release ledger has one entry per release that moved the fleet: 1 and 2 released, back to 1 (the failed
+    # canary of 3 and the runs that changed nothing appended none).
+    ledger = [json.loads(body) for body in fleet.ledger_entries()]
+    assert [(e["kind"], e["release_id"], [m["version"] for m in e["models"]], e["color"]) for e in ledger] == [
+        ("model_release", release_1, [1], None),
+        ("model_release", release_2, [2], None),
+        ("model_rollback", release_1, [1], None),
+    ]
+    assert [v["instance_id"] for v in ledger[0]["verdicts"]["instances"]] == fleet.instance_ids
 
 
 def test_timeout_names_the_laggard_and_bad_input_writes_nothing(fleet):

@@ -12,12 +12,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import ClientError, error_code
 
 CHUNK_BYTES = 1024 * 1024
 _MISSING = ("NoSuchKey", "404", "NotFound")
+# A conditional write that found the key (PreconditionFailed, 412), or met another write of it in flight (409).
+_EXISTS = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
 
 
 def retrying_client(boto3_client: Any) -> Any:
@@ -37,6 +40,15 @@ def list_keys(s3: Any, bucket: str, prefix: str, delimiter: str = "/") -> list[s
     # botocore's paginator (botocore retries each page), not pages.full_result: that imports amazon.aws, absent on the agent.
     listed = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter=delimiter).build_full_result()
     return [obj["Key"] for obj in listed.get("Contents", [])]
+
+
+def keys_after(s3: Any, bucket: str, prefix: str, start_after: str = "") -> Iterator[str]:
+    """Every key under `prefix` (at any depth) that sorts after `start_after`, in key order, page by page: the
+    caller stops reading when it has what it needs."""
+    query = {"Bucket": bucket, "Prefix": prefix, **({"StartAfter": start_after} if start_after else {})}
+    for page in s3.get_paginator("list_objects_v2").paginate(**query):
+        for obj in page.get("Contents", []):
+            yield obj["Key"]
 
 
 def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
@@ -85,6 +97,18 @@ def download(s3: Any, bucket: str, key: str, dest: str) -> tuple[int, str]:
 def put_object(s3: Any, bucket: str, key: str, body: Any, **extra: Any) -> None:
     """Uploads an object with a SHA-256 checksum: botocore computes it over the bytes it sends, S3 checks and keeps it."""
     s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256", **extra)
+
+
+def put_new_object(s3: Any, bucket: str, key: str, body: bytes) -> bool:
+    """Creates an object only where none exists (S3 conditional write, If-None-Match: *); False when the key is
+    already taken: S3 never replaces an object this way, whoever wrote it."""
+    try:
+        put_object(s3, bucket, key, body, IfNoneMatch="*")
+    except ClientError as err:
+        if error_code(err) in _EXISTS:
+            return False
+        raise
+    return True
 
 
 def upload_file(s3: Any, bucket: str, key: str, path: str) -> None:
