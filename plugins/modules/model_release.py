@@ -26,19 +26,19 @@ description:
     an agent reports the release failed, and after O(timeout_s) naming each laggard with its state and last error.
     With O(inference_failures_before) (the canary check) an instance must also report no error and no more inference
     failures than before, for O(bake_s) seconds.
-  - A release is one thing: the image, every model version (pinned by the SHA-256 of its manifest object) and the task
+  - A release is one thing, the image, every model version (pinned by the SHA-256 of its manifest object) and the task
     definition revision that runs them. A task belongs to the release bound to its task definition revision, so each
     colour's tasks serve their own release's models (see docs/models.md, "One release per colour").
-  - I(state=resolved) writes nothing and returns the release (and its id) for O(models) and O(image): the id a task
+  - I(state=resolved) writes nothing and returns the release (and its id) for O(models) and O(image), the id a task
     definition carries (C(INFEROPS_RELEASE_ID)). I(state=standby) writes C(standby.json), the release a cutover brings up
     on the standby colour (O(image), O(task_definition)); its instances' agents sync its versions and build its view
     before the colour's tasks start. I(state=standby_promoted) (the cutover finished) writes C(previous.json) from
     C(current.json), C(current.json) from C(standby.json) and deletes C(standby.json); I(state=standby_absent) deletes it
-    (the cutover rolled back). I(state=cutover_reverted) follows the emergency rollback: production is back on the
+    (the cutover rolled back). I(state=cutover_reverted) follows the emergency rollback, production being back on the
     previous colour, so C(current.json) and C(previous.json) swap (or, mid-cutover, C(standby.json) goes).
-  - A model-only release (I(state=canary), I(state=promoted)) keeps the image and task definition of C(current.json): it
+  - A model-only release (I(state=canary), I(state=promoted)) keeps the image and task definition of C(current.json); it
     changes the models of the colour that serves, in place. I(state=rolled_back) refuses a C(previous.json) of another
-    task definition (the previous colour's release: roll production back with C(playbooks/rollback_cutover.yml)).
+    task definition (the previous colour's release; roll production back with C(playbooks/rollback_cutover.yml)).
   - The release id is derived from the content (image, models, versions, manifest digests) unless O(release_id) is given,
     so running the same release again writes nothing. A release id already written with other content is refused.
 author:

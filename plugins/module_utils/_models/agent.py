@@ -300,7 +300,7 @@ class ModelAgent:
             try:
                 self.hydrate()
                 return 0
-            except AGENT_ERRORS as err:
+            except AGENT_ERRORS as err:  # pylint: disable=catching-non-exception  # a tuple of exception classes
                 reason = f"boot hydration attempt {attempt}/{attempts} failed: {err}"
                 log.error("%s", reason)
                 self.status("failed", last_error=reason)
@@ -342,7 +342,7 @@ class ModelAgent:
             return self.status(
                 "failed" if target_errors else "applying", last_error="; ".join(target_errors + unreachable) or None, **parts
             )
-        except AGENT_ERRORS as err:
+        except AGENT_ERRORS as err:  # pylint: disable=catching-non-exception  # a tuple of exception classes
             log.error("reconcile failed: %s", err)
             return self.status("failed", last_error=str(err))
 
