@@ -68,7 +68,7 @@ def test_an_instance_in_no_group_is_left_alone_and_said_so():
     autoscaling = FakeAutoScaling({"i-other": GROUP})
     outcome = instance_health.mark_unhealthy(autoscaling, INSTANCE)
     assert outcome.startswith(f"{INSTANCE} is in no Auto Scaling group: not marked Unhealthy, ECS stays stopped")
-    assert [name for name, _ in autoscaling.calls] == ["DescribeAutoScalingInstances"]
+    assert [name for name, _kwargs in autoscaling.calls] == ["DescribeAutoScalingInstances"]
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_the_last_failed_boot_attempt_marks_the_instance_and_the_status_says_why
     code, s3 = boot(monkeypatch, autoscaling)
     assert code == 1  # ECS stays stopped
     assert autoscaling.health == {INSTANCE: "Unhealthy"}
-    assert [name for name, _ in autoscaling.calls].count("SetInstanceHealth") == 1  # once, after the last attempt
+    assert [name for name, _kwargs in autoscaling.calls].count("SetInstanceHealth") == 1  # once, after the last attempt
     assert s3.status["state"] == "failed"
     assert s3.status["last_error"].startswith("boot hydration attempt 2/2 failed")
     assert f"marked {INSTANCE} Unhealthy in Auto Scaling group {GROUP}" in s3.status["last_error"]
