@@ -259,6 +259,17 @@ def unready_models(index: list[dict], expected: list[str]) -> list[str]:
     return problems
 
 
+def version_problems(index: list[dict], expected: dict[str, int]) -> list[str]:
+    """One line per model whose READY versions are not exactly the expected one (a colour serves its release, no other)."""
+    problems = []
+    for model, version in sorted(expected.items()):
+        ready = sorted(int(v) for v in ready_versions(index, model) if str(v).isdigit())
+        if ready != [int(version)]:
+            found = describe_versions(model_versions(index, model)) or "not in the repository index"
+            problems.append(f"model {model} must serve exactly version {version} (its release's), serves {ready or 'none'} ({found})")
+    return problems
+
+
 def describe_versions(entries: dict[str, dict]) -> str:
     """Index entries by version → "version 1 UNAVAILABLE: reason; version 2 READY" (Triton's states and reasons)."""
     return "; ".join(

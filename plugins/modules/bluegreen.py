@@ -84,6 +84,13 @@ options:
         type: list
         elements: str
         default: []
+      expected_versions:
+        description:
+          - Model name to the version the new colour must serve, and no other READY version of it (the models of the
+            release this cutover brings up, as M(inferops.triton_ecs.model_release) resolved it). Checked before traffic
+            and at every bake.
+        type: dict
+        default: {}
       smoke:
         description:
           - A smoke inference - C(model), C(inputs) (KServe v2 input tensors), C(expected_outputs)
@@ -338,6 +345,7 @@ def main() -> None:
             default={},
             options=dict(
                 expected_models=dict(type="list", elements="str", default=[]),
+                expected_versions=dict(type="dict", default={}),
                 smoke=dict(type="dict"),
                 timeout_s=dict(seconds, default=60),
                 interval_s=dict(seconds, default=2),

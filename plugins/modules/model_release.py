@@ -26,8 +26,21 @@ description:
     an agent reports the release failed, and after O(timeout_s) naming each laggard with its state and last error.
     With O(inference_failures_before) (the canary check) an instance must also report no error and no more inference
     failures than before, for O(bake_s) seconds.
-  - The release id is derived from the models and versions unless O(release_id) is given, so running the same release
-    again writes nothing. A release id already written with other models is refused.
+  - A release is one thing: the image, every model version (pinned by the SHA-256 of its manifest object) and the task
+    definition revision that runs them. A task belongs to the release bound to its task definition revision, so each
+    colour's tasks serve their own release's models (see docs/models.md, "One release per colour").
+  - I(state=resolved) writes nothing and returns the release (and its id) for O(models) and O(image): the id a task
+    definition carries (C(INFEROPS_RELEASE_ID)). I(state=standby) writes C(standby.json), the release a cutover brings up
+    on the standby colour (O(image), O(task_definition)); its instances' agents sync its versions and build its view
+    before the colour's tasks start. I(state=standby_promoted) (the cutover finished) writes C(previous.json) from
+    C(current.json), C(current.json) from C(standby.json) and deletes C(standby.json); I(state=standby_absent) deletes it
+    (the cutover rolled back). I(state=cutover_reverted) follows the emergency rollback: production is back on the
+    previous colour, so C(current.json) and C(previous.json) swap (or, mid-cutover, C(standby.json) goes).
+  - A model-only release (I(state=canary), I(state=promoted)) keeps the image and task definition of C(current.json): it
+    changes the models of the colour that serves, in place. I(state=rolled_back) refuses a C(previous.json) of another
+    task definition (the previous colour's release: roll production back with C(playbooks/rollback_cutover.yml)).
+  - The release id is derived from the content (image, models, versions, manifest digests) unless O(release_id) is given,
+    so running the same release again writes nothing. A release id already written with other content is refused.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -35,7 +48,7 @@ options:
     description: What to do (see the description).
     type: str
     required: true
-    choices: [canary, promoted, canary_absent, rolled_back, converged]
+    choices: [canary, promoted, canary_absent, rolled_back, converged, resolved, standby, standby_promoted, standby_absent, cutover_reverted]
   bucket:
     description: S3 bucket of the model repository.
     type: str
@@ -52,11 +65,27 @@ options:
     description:
       - The release, for I(state=canary) and I(state=promoted). Each C({name, version}); version a number or C(latest)
         (the default).
+      - I(state=resolved) and I(state=standby) without O(models) take the models of C(current.json) (a new image on the
+        models production serves; no models when there is no C(current.json)).
     type: list
     elements: dict
   release_id:
-    description: Release id (1-128 of letters, digits, C(.), C(_), C(-)); default a short hash of the models and versions.
+    description: Release id (1-128 of letters, digits, C(.), C(_), C(-)); default a short hash of the release's content.
     type: str
+  image:
+    description: I(state=resolved) and I(state=standby) the image of the release (C(repo@sha256:...)).
+    type: str
+  task_definition:
+    description: I(state=standby) the ARN of the task definition revision that runs the release.
+    type: str
+  release:
+    description:
+      - I(state=converged) which release to wait for. C(target) each instance's (C(canary.json) when it lists the
+        instance, else C(current.json)); C(standby) the release of C(standby.json), on every instance (its versions
+        synced and its view built, and every task of its revision serving it).
+    type: str
+    choices: [target, standby]
+    default: target
   cluster:
     description: ECS cluster whose ACTIVE container instances make the fleet. Required for I(state=converged).
     type: str
@@ -145,6 +174,19 @@ EXAMPLES = r"""
     bucket: models-bucket
     prefix: triton
     application: triton
+
+- name: A deploy's release on the standby colour, then the wait for every instance to hold it
+  inferops.triton_ecs.model_release:
+    state: "{{ item }}"
+    bucket: models-bucket
+    prefix: triton
+    application: triton
+    cluster: inference
+    models: [{name: resnet50, version: 5}]
+    image: 111111111111.dkr.ecr.eu-west-1.amazonaws.com/triton@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    task_definition: arn:aws:ecs:eu-west-1:111111111111:task-definition/triton:12
+    release: standby
+  loop: [standby, converged]
 """
 
 RETURN = r"""
@@ -154,8 +196,8 @@ release_id:
   type: str
   sample: r-3f2a9c1b7d4e
 release:
-  description: The release record (canary and promoted).
-  returned: when state is canary or promoted
+  description: The release record (canary, promoted, resolved, standby).
+  returned: when state is canary, promoted, resolved or standby
   type: dict
 actions:
   description: The writes and deletes made (in check mode, planned), in order.
@@ -164,7 +206,7 @@ actions:
   elements: str
   sample: ["write previous.json (r-0a1b2c3d4e5f)", "write current.json (r-3f2a9c1b7d4e)", "delete canary.json"]
 records:
-  description: The release records after the run (current, previous, canary; null when absent).
+  description: The release records after the run (current, previous, canary, standby; null when absent).
   returned: always
   type: dict
 canary_instances:
@@ -201,12 +243,12 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.convergence import RolloutError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import run  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.rollout import STATES, run  # noqa: E402
 
 
 def main() -> None:
     argument_spec = dict(
-        state=dict(type="str", required=True, choices=["canary", "promoted", "canary_absent", "rolled_back", "converged"]),
+        state=dict(type="str", required=True, choices=[*STATES]),
         bucket=dict(type="str", required=True),
         prefix=dict(type="str", default=""),
         application=dict(type="str", required=True),
@@ -219,10 +261,18 @@ def main() -> None:
         poll_interval_s=dict(type="int", default=5),
         bake_s=dict(type="int", default=0),
         inference_failures_before=dict(type="dict"),
+        image=dict(type="str"),
+        task_definition=dict(type="str"),
+        release=dict(type="str", choices=["target", "standby"], default="target"),
     )
     module = aws_module(
         argument_spec,
-        required_if=[("state", "canary", ["models"]), ("state", "promoted", ["models"]), ("state", "converged", ["cluster"])],
+        required_if=[
+            ("state", "canary", ["models"]),
+            ("state", "promoted", ["models"]),
+            ("state", "standby", ["image", "task_definition"]),
+            ("state", "converged", ["cluster"]),
+        ],
     )
     p = module.params
     s3 = client(module, "s3")

@@ -93,6 +93,20 @@ options:
           - Directory on the container instance (for example local NVMe) mounted read-only at O(triton.model_repository).
           - Unset means the repository is inside the image.
         type: str
+      model_view:
+        description:
+          - With O(triton.model_repository_host_path), the task serves the model agent's view of its own release
+            (C(<repository>/.task-definitions/<family>-<revision>/), rendered as C(INFEROPS_MODEL_VIEW=task-definition)).
+            It loads at start exactly the model versions of the release bound to this revision, whatever else the
+            instance holds. Set V(false) for a fleet without the model agent (push delivery).
+        type: bool
+        default: true
+      release_id:
+        description:
+          - The release this task definition runs, rendered as C(INFEROPS_RELEASE_ID), the id that
+            C(model_release state=resolved) derives from the image and the models. A new release therefore registers a
+            new revision, which the blue/green cutover brings up, even when only the models changed.
+        type: str
       model_control_mode:
         description: Triton model control mode. V(explicit) is the production choice; V(poll) can see partial copies.
         type: str
@@ -347,6 +361,8 @@ def main() -> None:
                 models=dict(type="list", elements="str", default=[]),
                 model_repository=dict(type="str", default="/models"),
                 model_repository_host_path=dict(type="str"),
+                model_view=dict(type="bool", default=True),
+                release_id=dict(type="str"),
                 model_control_mode=dict(type="str", default="explicit"),
                 exit_timeout_s=dict(type="int", default=30),
                 drain_timeout_s=dict(type="int", default=30),

@@ -25,6 +25,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
     status_key,
     target_release,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import view_releases as release_view_releases
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = "triton"
@@ -64,8 +65,8 @@ def test_a_valid_record_round_trips_and_renders_canonically():
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"schema": 2}, r"schema=2, expected 1"),
-        ({"schema": True}, r"schema=True, expected 1"),
+        ({"schema": 3}, r"schema=3, expected 2"),
+        ({"schema": True}, r"schema=True, expected 2"),
         ({"application": "other"}, r"application='other', expected 'triton'"),
         ({"release_id": "r 1"}, r"release_id='r 1' must be 1-128 characters"),
         ({"release_id": "x" * 129}, r"must be 1-128 characters"),
@@ -75,7 +76,11 @@ def test_a_valid_record_round_trips_and_renders_canonically():
         ({"models": [{"name": "m", "version": "4"}]}, r"must be a JSON integer"),
         ({"models": [{"name": "m", "version": True}]}, r"must be a JSON integer"),
         ({"models": [{"name": "m", "version": 0}]}, r"not a positive integer"),
-        ({"models": [{"name": "m", "version": 1, "extra": 1}]}, r"exactly name and version"),
+        ({"models": [{"name": "m", "version": 1, "extra": 1}]}, r"name, version and \(optionally\) sha256"),
+        ({"models": [{"name": "m", "version": 1, "sha256": "ABC"}]}, r"sha256 must be 64 lowercase hex digits"),
+        ({"task_definition": "triton"}, r"task_definition='triton' is not a task definition revision"),
+        ({"task_definition": "arn:aws:ecs:eu-west-1:1:task-definition/t:1"}, r"is not a task definition revision"),
+        ({"image": ""}, r"image=''; expected a string or null"),
         ({"models": [{"name": "m", "version": 1}, {"name": "m", "version": 2}]}, r"model m is listed twice"),
         ({"instances": []}, r"lists at least one instance id"),
         ({"instances": ["host-1"]}, r"'host-1' is not an EC2 instance id"),
@@ -163,7 +168,7 @@ def test_awsvpc_tasks_are_reached_at_their_eni_address_on_the_container_ports():
         ]
     }
     assert agent_instance.triton_tasks(listing, "triton", 8000, 8002) == [
-        {"arn": "arn:task/a", "url": "http://10.0.1.23:8000", "metrics_url": "http://10.0.1.23:8002/metrics"}
+        {"arn": "arn:task/a", "url": "http://10.0.1.23:8000", "metrics_url": "http://10.0.1.23:8002/metrics", "view": "triton-3"}
     ]
 
 
@@ -172,8 +177,8 @@ def test_bridge_and_host_tasks_are_reached_on_the_instance_at_their_host_ports()
     host = {"Name": "triton", "Ports": [{"ContainerPort": 8000, "HostPort": 8000}], "Networks": [{"NetworkMode": "host"}]}
     listing = {"Tasks": [task("arn:task/b", bridge), task("arn:task/h", host)]}
     assert agent_instance.triton_tasks(listing, "triton", 8000, 8002) == [
-        {"arn": "arn:task/b", "url": "http://127.0.0.1:32768", "metrics_url": "http://127.0.0.1:32770/metrics"},
-        {"arn": "arn:task/h", "url": "http://127.0.0.1:8000", "metrics_url": None},
+        {"arn": "arn:task/b", "url": "http://127.0.0.1:32768", "metrics_url": "http://127.0.0.1:32770/metrics", "view": "triton-3"},
+        {"arn": "arn:task/h", "url": "http://127.0.0.1:8000", "metrics_url": None, "view": "triton-3"},
     ]
 
 
@@ -208,36 +213,98 @@ def test_inference_failures_are_summed_per_model_over_versions():
 
 CONFIG = {"application": APP}
 IDENTITY = {"instance_id": "i-0aaa", "container_instance_arn": "arn:ci", "cluster": "fleet"}
-TASKS = [{"arn": "t1", "url": "http://10.0.0.1:8000", "ready": True}, {"arn": "t2", "url": "http://10.0.0.2:8000", "ready": True}]
+TASKS = [
+    {"arn": "t1", "url": "http://10.0.0.1:8000", "view": "triton-3", "ready": True},
+    {"arn": "t2", "url": "http://10.0.0.2:8000", "view": "triton-3", "ready": True},
+]
 
 
-def status(state: str, loaded: dict, tasks=None, synced=None) -> dict:
+def status(state: str, loaded: dict, tasks=None, synced=None, errors=None) -> dict:
     tasks = TASKS if tasks is None else tasks
     synced = {"resnet50": [3, 4]} if synced is None else synced
-    return agent_instance.build_status(CONFIG, IDENTITY, record(), state, synced, loaded, tasks, {}, None, CREATED)
+    target = record()
+    views = {"triton-3": target}
+    return agent_instance.build_status(CONFIG, IDENTITY, target, state, views, synced, loaded, tasks, {}, errors or {}, None, CREATED)
 
 
 def test_applied_means_synced_and_serving_on_every_task():
-    done = status("applying", {"resnet50": {"t1": [4], "t2": [4]}})
+    done = status("applying", {"t1": {"resnet50": [4]}, "t2": {"resnet50": [4]}})
     assert (done["state"], done["applied"], done["release_id"]) == ("applied", True, "r-1")
     assert done["models"] == {"resnet50": {"wanted": 4, "synced": [3, 4], "loaded": {"t1": [4], "t2": [4]}}}
+    assert done["releases"]["r-1"]["views"] == ["triton-3"] and done["releases"]["r-1"]["applied"] is True
     assert done["instance_id"] == "i-0aaa" and done["container_instance_arn"] == "arn:ci"
 
 
 @pytest.mark.parametrize(
     ("state", "loaded", "tasks", "synced"),
     [
-        ("applying", {"resnet50": {"t1": [4], "t2": [3]}}, TASKS, None),  # one task still on the previous version
-        ("applying", {"resnet50": {"t1": [4]}}, [TASKS[0], {**TASKS[1], "ready": False}], None),  # a task unreachable
-        ("applying", {"resnet50": {"t1": [4], "t2": [4]}}, TASKS, {"resnet50": [3]}),  # not on disk
+        ("applying", {"t1": {"resnet50": [4]}, "t2": {"resnet50": [3]}}, TASKS, None),  # one task still on the previous version
+        ("applying", {"t1": {"resnet50": [3, 4]}, "t2": {"resnet50": [4]}}, TASKS, None),  # one task serves two versions
+        ("applying", {"t1": {"resnet50": [4]}}, [TASKS[0], {**TASKS[1], "ready": False}], None),  # a task unreachable
+        ("applying", {"t1": {"resnet50": [4]}, "t2": {"resnet50": [4]}}, TASKS, {"resnet50": [3]}),  # not on disk
         ("hydrating", {}, [], None),  # boot hydration loads nothing
-        ("failed", {"resnet50": {"t1": [4], "t2": [4]}}, TASKS, None),
+        ("failed", {"t1": {"resnet50": [4]}, "t2": {"resnet50": [4]}}, TASKS, None),
     ],
 )
 def test_not_applied_until_every_task_serves_the_release(state, loaded, tasks, synced):
     built = status(state, loaded, tasks, synced)
     assert built["applied"] is False
     assert built["state"] == state
+
+
+def test_each_release_is_judged_on_its_own_tasks_only():
+    """The live colour's tasks serve its release; the standby's release is applied on its own (here: no task yet)."""
+    live = record(release_id="r-live", task_definition="triton:3", models=[{"name": "resnet50", "version": 3}])
+    standby = record(release_id="r-new", task_definition="triton:4", models=[{"name": "resnet50", "version": 4}])
+    views = {"triton-3": live, "triton-4": standby}
+    loaded = {"t1": {"resnet50": [3]}, "t2": {"resnet50": [3]}}
+    built = agent_instance.build_status(
+        CONFIG, IDENTITY, live, "applying", views, {"resnet50": [3, 4]}, loaded, TASKS, {}, {}, None, CREATED
+    )
+    assert built["releases"]["r-live"]["applied"] is True
+    assert built["releases"]["r-new"] == {
+        "task_definition": "triton:4",
+        "views": ["triton-4"],
+        "tasks": [],
+        "models": {"resnet50": {"wanted": 4, "loaded": {}}},
+        "errors": [],
+        "applied": True,
+    }
+    failed = agent_instance.build_status(
+        CONFIG, IDENTITY, live, "applying", views, {"resnet50": [3]}, loaded, TASKS, {}, {"r-new": ["boom"]}, None, CREATED
+    )
+    assert failed["releases"]["r-new"]["applied"] is False and failed["applied"] is True
+
+
+# ---------------------------------------------------------------- which release each task definition serves
+
+
+def test_each_task_definition_is_bound_to_its_own_release():
+    records = {
+        "current": record(release_id="r-3", task_definition="arn:aws:ecs:eu-west-1:111111111111:task-definition/triton:3"),
+        "standby": record(release_id="r-4", task_definition="triton:4"),
+        "previous": record(release_id="r-2", task_definition="triton:2"),
+        "canary": None,
+    }
+    views = release_view_releases(records, "i-0aaa", {"triton-3", "triton-9"})
+    assert {name: r["release_id"] for name, r in views.items()} == {"triton-3": "r-3", "triton-4": "r-4", "triton-2": "r-2"}
+
+
+def test_a_canary_binds_its_task_definition_only_on_the_instances_it_lists():
+    current = record(release_id="r-3", task_definition="triton:3")
+    canary = record(release_id="r-3b", task_definition="triton:3", instances=["i-0aaa"])
+    records = {"current": current, "canary": canary, "standby": None, "previous": None}
+    assert release_view_releases(records, "i-0aaa", set())["triton-3"]["release_id"] == "r-3b"
+    assert release_view_releases(records, "i-0bbb", set())["triton-3"]["release_id"] == "r-3"
+
+
+def test_a_release_without_task_definition_serves_every_task_no_other_release_binds():
+    records = {"current": record(release_id="r-1"), "standby": record(release_id="r-2", task_definition="triton:7")}
+    views = release_view_releases(records, "i-0aaa", {"triton-3", "triton-7"})
+    assert {name: r["release_id"] for name, r in views.items()} == {"triton-7": "r-2", "triton-3": "r-1"}
+    # once production's release names its task definition, an unknown revision's tasks are left as they are
+    records["current"] = record(release_id="r-1", task_definition="triton:6")
+    assert "triton-3" not in release_view_releases(records, "i-0aaa", {"triton-3"})
 
 
 # ---------------------------------------------------------------- conditional reads

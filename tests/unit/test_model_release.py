@@ -6,6 +6,7 @@ fleet_capacity user data that writes the model agent's configuration, run by bas
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -276,10 +277,10 @@ def test_run_four_steps_canary_then_promote_then_rollback(s3):
     assert planned["changed"] and planned["canary_instances"] == ["i-a"] and s3.writes == []
     assert planned["inference_failures_before"] == {"i-a": 4}
     done = rollout.run(s3, ecs, canary, False, CREATED)
-    assert done["actions"] == [f"write canary.json ({done['release_id']})"] and done["records"]["canary"]["models"][0] == {
-        "name": "m",
-        "version": 2,
-    }
+    assert done["actions"] == [f"write canary.json ({done['release_id']})"]
+    pinned = done["records"]["canary"]["models"][0]
+    assert (pinned["name"], pinned["version"]) == ("m", 2)
+    assert pinned["sha256"] == hashlib.sha256(s3.objects["p/m/2.manifest.json"]).hexdigest()  # the manifest the release pins
     assert rollout.run(s3, ecs, canary, True, CREATED)["changed"] is False
     assert rollout.run(s3, ecs, canary, False, "2026-12-01T00:00:00Z")["changed"] is False  # another time, same release
 
@@ -363,3 +364,87 @@ def test_fleet_capacity_user_data_writes_a_config_the_model_agent_accepts(tmp_pa
 
 def test_fleet_capacity_user_data_without_a_bucket_writes_no_agent_config():
     assert "model-agent.json" not in render_user_data()
+
+
+# ---------------------------------------------------------------- one release per colour (deploy.yml's records)
+
+TD_OLD = "arn:aws:ecs:eu-west-1:111111111111:task-definition/triton:3"
+TD_NEW = "arn:aws:ecs:eu-west-1:111111111111:task-definition/triton:4"
+IMAGE = "registry.example/triton@sha256:" + "a" * 64
+
+
+def test_the_release_id_covers_image_models_and_manifest_digests():
+    base = rollout.release_id_for({"m": 2}, {"m": "1" * 64}, IMAGE)
+    assert base == rollout.release_id_for({"m": 2}, {"m": "1" * 64}, IMAGE)
+    assert base != rollout.release_id_for({"m": 2}, {"m": "2" * 64}, IMAGE)  # same version number, other content
+    assert base != rollout.release_id_for({"m": 2}, {"m": "1" * 64}, IMAGE.replace("a", "b"))  # another image
+
+
+def test_a_cutover_brings_its_release_up_as_standby_then_promotes_it(s3):
+    ecs = FakeECS(["i-a"])
+    first = rollout.run(
+        s3, ecs, params("standby", models=[{"name": "m", "version": 1}], image=IMAGE, task_definition=TD_OLD), False, CREATED
+    )
+    rollout.run(s3, ecs, params("standby_promoted"), False, CREATED)
+    resolved = rollout.run(s3, ecs, params("resolved", models=[{"name": "m", "version": 2}], image=IMAGE), False, CREATED)
+    assert resolved["changed"] is False and s3.writes[-1] == ("delete", "p/releases/triton/standby.json")
+    standby = params("standby", models=[{"name": "m", "version": 2}], image=IMAGE, task_definition=TD_NEW)
+    written = rollout.run(s3, ecs, standby, False, CREATED)
+    assert written["release_id"] == resolved["release_id"]  # what the task definition carries is what the record names
+    assert written["actions"] == [f"write standby.json ({written['release_id']})"]
+    assert written["records"]["standby"]["task_definition"] == TD_NEW and written["records"]["standby"]["image"] == IMAGE
+    assert rollout.run(s3, ecs, standby, False, CREATED)["changed"] is False
+    with pytest.raises(ReleaseError, match=r"standby.json .* is in flight: a cutover is bringing it up"):
+        rollout.run(s3, ecs, params("canary", models=[{"name": "m", "version": 1}]), False, CREATED)
+    promoted = rollout.run(s3, ecs, params("standby_promoted"), False, CREATED)
+    assert promoted["actions"] == [
+        f"write previous.json ({first['release_id']})",
+        f"write current.json ({written['release_id']})",
+        "delete standby.json",
+    ]
+    assert rollout.run(s3, ecs, params("standby_promoted"), False, CREATED)["changed"] is False
+    # the same deploy again: production already serves it, nothing to bring up
+    assert rollout.run(s3, ecs, standby, False, CREATED)["changed"] is False
+
+
+def test_a_model_only_release_stays_on_the_colour_that_serves(s3):
+    ecs = FakeECS(["i-a"])
+    rollout.run(s3, ecs, params("standby", models=[{"name": "m", "version": 1}], image=IMAGE, task_definition=TD_OLD), False, CREATED)
+    rollout.run(s3, ecs, params("standby_promoted"), False, CREATED)
+    canary = rollout.run(s3, ecs, params("canary", models=[{"name": "m", "version": 2}]), False, CREATED)
+    assert canary["release"]["task_definition"] == TD_OLD and canary["release"]["image"] == IMAGE
+
+
+def test_the_emergency_rollback_takes_the_records_back_to_the_previous_colour(s3):
+    ecs = FakeECS(["i-a"])
+    one = rollout.run(s3, ecs, params("standby", models=[{"name": "m", "version": 1}], image=IMAGE, task_definition=TD_OLD), False, CREATED)
+    rollout.run(s3, ecs, params("standby_promoted"), False, CREATED)
+    two = rollout.run(s3, ecs, params("standby", models=[{"name": "m", "version": 2}], image=IMAGE, task_definition=TD_NEW), False, CREATED)
+    # rolled back mid-cutover: only the standby's record goes
+    assert rollout.run(s3, ecs, params("cutover_reverted"), False, CREATED)["actions"] == ["delete standby.json"]
+    rollout.run(s3, ecs, params("standby", models=[{"name": "m", "version": 2}], image=IMAGE, task_definition=TD_NEW), False, CREATED)
+    rollout.run(s3, ecs, params("standby_promoted"), False, CREATED)
+    # rolled back after it: production's record is the old colour's again, and the new one stays the way forward
+    reverted = rollout.run(s3, ecs, params("cutover_reverted"), False, CREATED)
+    assert reverted["actions"] == [f"write previous.json ({two['release_id']})", f"write current.json ({one['release_id']})"]
+    assert reverted["release_id"] == one["release_id"]
+    # a model rollback may not cross colours
+    with pytest.raises(ReleaseError, match=r"previous.json .* is the previous colour's release.*rollback_cutover.yml"):
+        rollout.run(s3, ecs, params("rolled_back", cluster=None), False, CREATED)
+
+
+def test_the_fleet_wait_on_the_standby_release_reads_each_instance_entry_for_it(s3):
+    ecs = FakeECS(["i-a"])
+    with pytest.raises(ReleaseError, match=r"there is no standby\.json"):
+        rollout.run(s3, ecs, params("converged", release="standby"), False, CREATED)
+    written = rollout.run(
+        s3, ecs, params("standby", models=[{"name": "m", "version": 2}], image=IMAGE, task_definition=TD_NEW), False, CREATED
+    )
+    rid = written["release_id"]
+    agent_status = dict(status("i-a", "r-live"), releases={rid: {"applied": True, "errors": []}})
+    s3.objects["p/status/triton/i-a.json"] = json.dumps(agent_status).encode()
+    assert rollout.run(s3, ecs, params("converged", release="standby"), False, CREATED)["converged"] is True
+    agent_status["releases"][rid] = {"applied": False, "errors": ["task t: model m version 2 failed to load or answer: boom"]}
+    s3.objects["p/status/triton/i-a.json"] = json.dumps(agent_status).encode()
+    with pytest.raises(convergence.RolloutError, match=r"i-a: failed to apply .*boom"):
+        rollout.run(s3, ecs, params("converged", release="standby"), False, CREATED)

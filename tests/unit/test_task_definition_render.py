@@ -141,3 +141,13 @@ def test_render_does_not_modify_its_input():
     render(params)
     render(params)
     assert params["container_overrides"] == {"linuxParameters": {"sharedMemorySize": 1}}
+
+
+def test_a_task_definition_carries_its_release_and_serves_the_agent_s_view_of_it():
+    bound = env(triton(render(module_params(triton={"model_repository_host_path": "/mnt/models", "release_id": "r-0a1b2c3d4e5f"}))))
+    assert bound["INFEROPS_RELEASE_ID"] == "r-0a1b2c3d4e5f"
+    assert bound["INFEROPS_MODEL_VIEW"] == "task-definition"
+    push = env(triton(render(module_params(triton={"model_repository_host_path": "/mnt/models", "model_view": False}))))
+    assert "INFEROPS_MODEL_VIEW" not in push and "INFEROPS_RELEASE_ID" not in push  # no agent, no release record
+    baked = env(triton(render(module_params(triton={}))))
+    assert "INFEROPS_MODEL_VIEW" not in baked  # models in the image: no host path, no view

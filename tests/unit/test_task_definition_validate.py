@@ -49,6 +49,7 @@ def test_tag_with_resolution_through_ecr_is_valid():
         ({"triton": {"model_control_mode": "lazy"}}, "triton.model_control_mode:", "explicit"),
         ({"triton": {"http_port": 8001}}, "triton ports:", "distinct"),
         ({"triton": {"model_repository_host_path": "models"}}, "triton.model_repository_host_path:", "absolute path"),
+        ({"triton": {"release_id": "r 1; rm"}}, "triton.release_id:", "model_release state=resolved"),
         ({"health_check": {"start_period_s": 600}}, "health_check.start_period_s:", "0-300"),
         ({"health_check": {"command": ["curl", "x"]}}, "health_check.command:", "CMD"),
         ({"keep_revisions": 0}, "keep_revisions:", "1 or more"),

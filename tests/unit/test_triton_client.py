@@ -14,6 +14,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client
     sum_by_label,
     sum_metrics,
     unready_models,
+    version_problems,
     zero_inputs,
 )
 
@@ -47,6 +48,14 @@ def test_sum_metrics_adds_label_sets_and_skips_noise():
 def test_ready_versions_sorted_numerically():
     assert ready_versions(INDEX, "a") == ["2", "10"]
     assert ready_versions(INDEX, "b") == []
+
+
+def test_a_colour_must_serve_exactly_its_release_s_versions():
+    assert version_problems([{"name": "a", "version": "2", "state": "READY"}], {"a": 2}) == []
+    problems = version_problems(INDEX, {"a": 2, "b": 1, "missing": 3})
+    assert problems[0].startswith("model a must serve exactly version 2 (its release's), serves [2, 10]")
+    assert problems[1].startswith("model b must serve exactly version 1 (its release's), serves none (version 1 UNAVAILABLE")
+    assert problems[2] == "model missing must serve exactly version 3 (its release's), serves none (not in the repository index)"
 
 
 def test_unready_models_names_state_and_reason():

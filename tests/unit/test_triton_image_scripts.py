@@ -215,6 +215,33 @@ def test_server_command_has_explicit_control_models_ports_and_exit_timeout():
     assert cmd[-3:] == ["--allow-gpu-metrics=false", "--log-verbose=1", "--strict-readiness=true"]
 
 
+def test_a_task_in_view_mode_serves_its_task_definition_view_and_loads_every_model_in_it(tmp_path, monkeypatch):
+    view = tmp_path / ".task-definitions" / "triton-4"
+    (view / "resnet50").mkdir(parents=True)
+    (view / "bert").mkdir()
+    monkeypatch.setattr(entrypoint, "task_view_name", lambda uri: "triton-4" if uri == "http://169.254.170.2/v4/abc" else "")
+    env = {"TRITON_MODEL_REPOSITORY": str(tmp_path), "INFEROPS_MODEL_VIEW": "task-definition", "TRITON_LOAD_MODELS": "other"}
+    env["ECS_CONTAINER_METADATA_URI_V4"] = "http://169.254.170.2/v4/abc"
+    path = entrypoint.model_view(env)
+    assert path == str(view)
+    cmd = entrypoint.server_command(env, [], path, entrypoint.wait_for_view(path, 0))
+    assert f"--model-repository={view}" in cmd
+    assert [c for c in cmd if c.startswith("--load-model=")] == ["--load-model=bert", "--load-model=resnet50"]  # not TRITON_LOAD_MODELS
+    assert entrypoint.model_view({"INFEROPS_MODEL_VIEW": "triton-9"}) == "/models/.task-definitions/triton-9"  # named directly
+    assert entrypoint.model_view({}) is None
+
+
+def test_a_view_that_never_appears_or_a_task_without_metadata_stops_the_start_with_the_reason(tmp_path):
+    clock = FakeClock()
+    with pytest.raises(entrypoint.PrestartError, match=r"did not appear within 5s: is the model agent running"):
+        entrypoint.wait_for_view(str(tmp_path / "missing"), 5, sleep=clock.sleep, clock=clock)
+    assert clock.now >= 5
+    with pytest.raises(entrypoint.PrestartError, match="ECS_CONTAINER_METADATA_URI_V4 is unset"):
+        entrypoint.model_view({"INFEROPS_MODEL_VIEW": "task-definition"})
+    with pytest.raises(entrypoint.PrestartError, match="is not a view name"):
+        entrypoint.model_view({"INFEROPS_MODEL_VIEW": "../other"})
+
+
 def test_expected_models_parse_names_and_versions():
     assert health.parse_expected(" a, b:2 ,, ") == [("a", ""), ("b", "2")]
 

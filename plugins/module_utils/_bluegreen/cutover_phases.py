@@ -15,7 +15,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen imp
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverState
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models, version_problems
 
 
 class CutoverFailed(Exception):
@@ -117,8 +117,10 @@ class CutoverPhases(CutoverState):
                 return [*problems, f"Triton at {url} is not live"]
             if not client.ready():
                 problems.append(f"Triton at {url} is not ready")
-            if options.get("expected_models"):
-                problems += unready_models(client.repository_index(), options["expected_models"])
+            if options.get("expected_models") or options.get("expected_versions"):
+                index = client.repository_index()
+                problems += unready_models(index, options.get("expected_models") or [])
+                problems += version_problems(index, options.get("expected_versions") or {})
             smoke = options.get("smoke")
             if smoke and not problems:
                 outputs = client.infer(smoke["model"], smoke.get("inputs") or [], str(smoke.get("version") or ""))

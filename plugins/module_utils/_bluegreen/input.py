@@ -157,6 +157,9 @@ def input_errors(params: dict[str, Any]) -> list[str]:
         errors.append(f"gates.smoke is {smoke!r}: give {{model, inputs, expected_outputs}}")
     else:
         errors += smoke_errors(smoke)
+    for model, version in ((params.get("gates") or {}).get("expected_versions") or {}).items():
+        if not str(version).isdigit() or isinstance(version, bool) or int(version) < 1:
+            errors.append(f"gates.expected_versions.{model} is {version!r}: give the release's version number (1, 2, ...)")
     owner = params.get("lock_owner")
     if owner is not None and not OWNER.match(owner):
         errors.append(f"lock_owner is {owner!r}: lower-case letters, digits and hyphens, at most 64, e.g. deploy-20261130-1342")

@@ -31,6 +31,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import instance_health as _instance_health
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import views as _views
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_config import CONFIG_PATH, load_config
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_instance import (
     HTTP_TIMEOUT_S,
@@ -39,19 +40,24 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_
     http_request,
     imds_instance_id,
     instance_metadata,
+    serving_by_view,
     smoke_test,
     triton_tasks,
     utc_now,
+    views_in_use,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     CANARY,
     CURRENT,
+    RECORD_NAMES,
     parse_release,
     release_key,
     release_models,
     render_status,
     status_key,
     target_release,
+    view_releases,
+    wanted_versions,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import ModelStateError, ensure_loaded, serving
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError
@@ -60,6 +66,10 @@ log = logging.getLogger("inferops-model-agent")
 
 
 # ---------------------------------------------------------------- S3 client
+
+
+# What a pass reports (and a boot attempt retries) rather than crashes on. ValueError: ManifestError, ReleaseError, bad JSON.
+AGENT_ERRORS = (BotoCoreError, ClientError, ModelStateError, TritonError, OSError, ValueError)
 
 
 class BotocoreRetryingClient:
@@ -101,13 +111,13 @@ class ModelAgent:
         self.etags: dict[str, str | None] = {}
         self.records: dict[str, dict[str, Any] | None] = {}
         self.hydrated_at: str | None = None
-        self.release: dict[str, Any] | None = None  # the last target read
-        self.hydrated_release: str | None = None  # the release whose versions were last all on disk, at hydrated_at
+        self.release: dict[str, Any] | None = None  # the instance's target (canary or current), last read
+        self.hydrated_release: str | None = None  # the target whose versions were last all on disk, at hydrated_at
         # (release_id, task arn, model, version) → Triton's reason: a version that failed to load is not retried until
         # the release changes (the controller sees "failed" and rolls back) or the agent restarts.
         self.load_failures: dict[tuple[str, str, str, int], str] = {}
 
-    # -- the release
+    # -- the releases
 
     def _read_record(self, name: str) -> dict[str, Any] | None:
         """A release record, read again only when its ETag changed (a HEAD per poll otherwise)."""
@@ -121,102 +131,124 @@ class ModelAgent:
         self.etags[name], self.records[name] = etag, record
         return record
 
+    def read_records(self) -> dict[str, dict[str, Any] | None]:
+        records = {name: self._read_record(name) for name in RECORD_NAMES}
+        self.release = target_release(records[CURRENT], records[CANARY], self.identity["instance_id"])
+        return records
+
     def target(self) -> dict[str, Any] | None:
         """canary.json when it lists this instance, else current.json; None when the application has no release yet."""
-        canary = self._read_record(CANARY)
-        current = self._read_record(CURRENT)
-        self.release = target_release(current, canary, self.identity["instance_id"])
+        self.read_records()
         return self.release
 
     # -- the host path
 
-    def synced(self, wanted: dict[str, int]) -> dict[str, list[int]]:
+    def synced(self, wanted: dict[str, set[int]]) -> dict[str, list[int]]:
         host = self.config["host_path"]
         return {model: _model_sync.complete_versions(os.path.join(host, model), model) for model in wanted}
 
-    def sync(self, wanted: dict[str, int]) -> dict[str, list[int]]:
-        """Syncs every wanted version not complete on disk (several models at once); raises the first failure."""
-        missing = {m: v for m, v in wanted.items() if v not in self.synced({m: v})[m]}
+    def sync(self, wanted: dict[str, set[int]]) -> dict[str, list[int]]:
+        """Syncs every wanted version not complete on disk (several at once); raises the first failure."""
+        on_disk = self.synced(wanted)
+        missing = sorted((m, v) for m, versions in wanted.items() for v in versions if v not in on_disk[m])
 
-        def one(model: str) -> None:
+        def one(model: str, version: int) -> None:
             result = _model_sync.sync_version(
-                self.s3, self.config["bucket"], self.config["prefix"], model, missing[model], self.config["host_path"]
+                self.s3, self.config["bucket"], self.config["prefix"], model, version, self.config["host_path"]
             )
-            log.info(
-                "synced %s version %s: %d downloaded, %d linked", model, missing[model], len(result["downloaded"]), len(result["linked"])
-            )
+            log.info("synced %s version %s: %d downloaded, %d linked", model, version, len(result["downloaded"]), len(result["linked"]))
 
         if missing:
             with ThreadPoolExecutor(max_workers=min(self.config["sync_threads"], len(missing))) as pool:
-                for future in [pool.submit(one, m) for m in sorted(missing)]:
+                for future in [pool.submit(one, m, v) for m, v in missing]:
                     future.result()
         return self.synced(wanted)
 
-    def prune(self, wanted: dict[str, int], loaded: dict[str, dict[str, list[int]]]) -> None:
-        """As model_sync prunes: keep the newest keep_versions, never a wanted or a serving version."""
-        for model, version in wanted.items():
-            protect = sorted({version, *(v for versions in loaded.get(model, {}).values() for v in versions)})
-            result = _model_sync.prune_versions(self.config["host_path"], model, self.config["keep_versions"], protect)
+    def prune(self, wanted: dict[str, set[int]], serving: dict[str, set[int]]) -> None:
+        """As model_sync prunes: keep the newest keep_versions, never a wanted, serving or view-linked version."""
+        host = self.config["host_path"]
+        linked = _views.linked_versions(host)
+        for model, versions in wanted.items():
+            protect = sorted(versions | serving.get(model, set()) | linked.get(model, set()))
+            result = _model_sync.prune_versions(host, model, self.config["keep_versions"], protect)
             if result["removed"]:
                 log.info("pruned %s versions %s (kept %s)", model, result["removed"], result["kept"])
 
-    def mark_hydrated(self, release: dict[str, Any] | None) -> None:
-        """Every version of `release` is on disk (sync returned): hydrated_at says since when."""
-        release_id = release["release_id"] if release else None
+    def mark_hydrated(self, target: dict[str, Any] | None) -> None:
+        """Every version of `target` is on disk (sync returned): hydrated_at says since when."""
+        release_id = target["release_id"] if target else None
         if self.hydrated_at is None or self.hydrated_release != release_id:
             self.hydrated_at, self.hydrated_release = utc_now(), release_id
 
+    def build_views(self, views: dict[str, dict[str, Any]], serving_by_view: dict[str, dict[str, set[int]]]) -> None:
+        """Each view holds its release's versions, plus those its tasks still serve until they have switched."""
+        for name, record in views.items():
+            serving = serving_by_view.get(name, {})
+            links = {m: sorted({v} | serving.get(m, set())) for m, v in release_models(record).items()}
+            if _views.ensure_view(self.config["host_path"], name, links):
+                log.info("view %s: %s (release %s)", name, links, record["release_id"])
+
+    def remove_unused_views(self, wanted: set[str]) -> None:
+        for name in _views.view_names(self.config["host_path"]):
+            if name not in wanted:
+                _views.remove_view(self.config["host_path"], name)
+                log.info("view %s removed: no release binds it and no task uses it", name)
+
     # -- the Triton tasks
 
-    def tasks(self) -> list[dict[str, Any]]:
-        listing = json.loads(http_request(f"{self.config['introspection_url']}/v1/tasks"))
+    def introspect(self) -> dict[str, Any]:
+        return json.loads(http_request(f"{self.config['introspection_url']}/v1/tasks"))
+
+    def tasks(self, listing: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         c = self.config
-        return triton_tasks(listing, c["triton_container_name"], c["triton_http_port"], c["triton_metrics_port"])
+        return triton_tasks(listing or self.introspect(), c["triton_container_name"], c["triton_http_port"], c["triton_metrics_port"])
 
-    def apply(
-        self, release: dict[str, Any] | None, tasks: list[dict[str, Any]]
-    ) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[str, int]], list[str], list[str]]:
-        """Loads every wanted version on every task.
-
-        Returns (serving versions by model and task, inference failures by task, versions that failed to load,
-        tasks that could not be reached).
-        """
-        wanted = release_models(release)
-        loaded: dict[str, dict[str, list[int]]] = {model: {} for model in wanted}
-        failures: dict[str, dict[str, int]] = {}
-        load_errors: list[str] = []
+    def probe(self, tasks: list[dict[str, Any]]) -> tuple[dict[str, list[dict]], list[str]]:
+        """Each reachable task's repository index; the unreachable ones named."""
+        indexes: dict[str, list[dict]] = {}
         unreachable: list[str] = []
         for task in tasks:
-            client = TritonClient(task["url"], timeout_s=HTTP_TIMEOUT_S)
             try:
-                index = client.repository_index()
+                indexes[task["arn"]] = TritonClient(task["url"], timeout_s=HTTP_TIMEOUT_S).repository_index()
+                task["ready"] = True
             except TritonError as err:
                 task["ready"] = False
                 unreachable.append(f"task {task['arn']}: {err}")
-                continue
-            task["ready"] = True
-            for model, version in sorted(wanted.items()):
-                failed = self.load_failures.get((release["release_id"], task["arn"], model, version))
-                if version not in serving(index, model) and failed is None:
-                    try:
-                        ensure_loaded(client, model, version, timeout_s=self.config["load_timeout_s"], index=index)
-                        log.info("task %s: %s version %s READY", task["arn"], model, version)
-                        if self.config["smoke_inference"]:
-                            smoke_test(client, model, version)
-                    except (ModelStateError, TritonError) as err:
-                        failed = str(err)
-                        self.load_failures[(release["release_id"], task["arn"], model, version)] = failed
-                        log.error("task %s: %s version %s did not load or answer: %s", task["arn"], model, version, failed)
-                    index = client.repository_index()
-                if failed:
-                    load_errors.append(f"task {task['arn']}: model {model} version {version} failed to load or answer: {failed}")
-                loaded[model][task["arn"]] = serving(index, model)
-            if task["metrics_url"]:
+        return indexes, unreachable
+
+    def load(self, release: dict[str, Any], task: dict[str, Any], index: list[dict]) -> tuple[list[dict], list[str]]:
+        """Every version of `release` READY on `task` (pinned, the previous one serving until then), each smoke-tested.
+
+        Returns (the task's index afterwards, the versions that failed to load or answer).
+        """
+        client = TritonClient(task["url"], timeout_s=HTTP_TIMEOUT_S)
+        errors = []
+        for model, version in sorted(release_models(release).items()):
+            failed = self.load_failures.get((release["release_id"], task["arn"], model, version))
+            if version not in serving(index, model) and failed is None:
                 try:
-                    failures[task["arn"]] = failures_by_model(http_request(task["metrics_url"]).decode())
+                    ensure_loaded(client, model, version, timeout_s=self.config["load_timeout_s"], index=index)
+                    log.info("task %s: %s version %s READY", task["arn"], model, version)
+                    if self.config["smoke_inference"]:
+                        smoke_test(client, model, version)
+                except (ModelStateError, TritonError) as err:
+                    failed = str(err)
+                    self.load_failures[(release["release_id"], task["arn"], model, version)] = failed
+                    log.error("task %s: %s version %s did not load or answer: %s", task["arn"], model, version, failed)
+                index = client.repository_index()
+            if failed:
+                errors.append(f"task {task['arn']}: model {model} version {version} failed to load or answer: {failed}")
+        return index, errors
+
+    def failures(self, tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+        found = {}
+        for task in tasks:
+            if task["metrics_url"] and task.get("ready"):
+                try:
+                    found[task["arn"]] = failures_by_model(http_request(task["metrics_url"]).decode())
                 except OSError as err:
                     log.warning("task %s: metrics unreadable: %s", task["arn"], err)
-        return loaded, failures, load_errors, unreachable
+        return found
 
     # -- status
 
@@ -227,17 +259,19 @@ class ModelAgent:
         except (ClientError, BotoCoreError) as err:
             log.error("cannot write the status object s3://%s/%s: %s", self.config["bucket"], key, err)
 
-    def status(self, release: dict[str, Any] | None, state: str, **parts: Any) -> dict[str, Any]:
-        wanted = release_models(release)
+    def status(self, state: str, **parts: Any) -> dict[str, Any]:
+        target = self.release
         status = build_status(
             self.config,
             self.identity,
-            release,
+            target,
             state,
-            parts.get("synced", self.synced(wanted)),
+            parts.get("views", {}),
+            parts.get("synced", self.synced({m: {v} for m, v in release_models(target).items()})),
             parts.get("loaded", {}),
             parts.get("tasks", []),
             parts.get("failures", {}),
+            parts.get("errors", {}),
             parts.get("last_error"),
             self.hydrated_at,
         )
@@ -247,16 +281,18 @@ class ModelAgent:
     # -- the three modes
 
     def hydrate(self) -> dict[str, Any]:
-        """One boot attempt: the target release's versions on disk, nothing loaded (no task runs before ECS starts)."""
-        release = self.target()
-        wanted = release_models(release)
-        if release is None:
+        """One boot attempt: every bound release's versions on disk and its view built, nothing loaded (no task runs yet)."""
+        records = self.read_records()
+        views = view_releases(records, self.identity["instance_id"], set())
+        wanted = wanted_versions([*views.values(), self.release])
+        if not wanted:
             log.info("no release record for application %s yet: nothing to hydrate", self.config["application"])
         synced = self.sync(wanted)
+        self.build_views(views, {})
         self.prune(wanted, {})
-        self.mark_hydrated(release)
-        log.info("hydrated release %s: %s", release["release_id"] if release else None, wanted)
-        return self.status(release, "hydrating" if wanted else "applied", synced=synced)
+        self.mark_hydrated(self.release)
+        log.info("hydrated %s", {name: record["release_id"] for name, record in views.items()} or wanted)
+        return self.status("hydrating" if wanted else "applied", views=views, synced=synced)
 
     def boot(self) -> int:
         """Hydration with bounded retries; 0 when every model of the release is on disk, 1 (ECS stays stopped) otherwise."""
@@ -265,55 +301,55 @@ class ModelAgent:
             try:
                 self.hydrate()
                 return 0
-            except (
-                BotoCoreError,
-                ClientError,
-                ModelStateError,
-                TritonError,
-                OSError,
-                ValueError,
-            ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
+            except AGENT_ERRORS as err:
                 reason = f"boot hydration attempt {attempt}/{attempts} failed: {err}"
                 log.error("%s", reason)
-                self.status(self.release, "failed", last_error=reason)
+                self.status("failed", last_error=reason)
             if attempt < attempts:
                 time.sleep(self.config["boot_retry_delay_s"])
         log.error("hydration failed %d times; ECS stays stopped until it succeeds (see docs/runbook.md, stuck hydration)", attempts)
         # No GPU instance idles outside ECS: marked Unhealthy in its Auto Scaling group (issue 22, item 7).
         outcome = _instance_health.after_failed_boot(self.config, self.identity["instance_id"])
         log.error("%s", outcome)
-        self.status(self.release, "failed", last_error=f"{reason}; {outcome}")
+        self.status("failed", last_error=f"{reason}; {outcome}")
         return 1
 
     def reconcile(self) -> dict[str, Any]:
-        """One pass: target release → sync → load on every Triton task → prune → status."""
+        """One pass: releases → sync → views → load on every Triton task its release → prune → status."""
         self.identity.update(instance_metadata(self.config))
-        release: dict[str, Any] | None = None
         try:
-            release = self.target()
-            wanted = release_models(release)
-            if release and any(key[0] != release["release_id"] for key in self.load_failures):
-                self.load_failures = {k: v for k, v in self.load_failures.items() if k[0] == release["release_id"]}
+            records = self.read_records()
+            if self.release and any(key[0] != self.release["release_id"] for key in self.load_failures):
+                live = {r["release_id"] for r in records.values() if r}
+                self.load_failures = {k: v for k, v in self.load_failures.items() if k[0] in live}
+            listing = self.introspect()
+            in_use = views_in_use(listing)
+            views = view_releases(records, self.identity["instance_id"], in_use)
+            wanted = wanted_versions([*views.values(), self.release])
             synced = self.sync(wanted)
-            self.mark_hydrated(release)
-            tasks = self.tasks()
-            # Without a release every task is still probed, so the status can say the (empty) release is applied.
-            loaded, failures, load_errors, unreachable = self.apply(release, tasks)
-            if release and not unreachable:  # what an unreachable task serves is unknown: prune nothing then
-                self.prune(wanted, loaded)
-            state = "failed" if load_errors else "applying"
-            parts = {"synced": synced, "loaded": loaded, "tasks": tasks, "failures": failures}
-            return self.status(release, state, last_error="; ".join(load_errors + unreachable) or None, **parts)
-        except (
-            BotoCoreError,
-            ClientError,
-            ModelStateError,
-            TritonError,
-            OSError,
-            ValueError,
-        ) as err:  # ValueError: ManifestError, ReleaseError, bad JSON
+            self.mark_hydrated(self.release)
+            tasks = self.tasks(listing)
+            indexes, unreachable = self.probe(tasks)
+            self.build_views(views, serving_by_view(tasks, indexes))
+            errors: dict[str, list[str]] = {}
+            for task in tasks:
+                release = views.get(task["view"])
+                if release is not None and task["arn"] in indexes:
+                    indexes[task["arn"]], failed = self.load(release, task, indexes[task["arn"]])
+                    errors.setdefault(release["release_id"], []).extend(failed)
+            self.build_views(views, serving_by_view(tasks, indexes))  # the versions every task has left go out of the views
+            self.remove_unused_views(set(views) | in_use)
+            loaded = {arn: {m["name"]: serving(index, m["name"]) for m in index} for arn, index in indexes.items()}
+            if not unreachable:  # what an unreachable task serves is unknown: prune nothing then
+                self.prune(wanted, {m: {v for by_model in loaded.values() for v in by_model.get(m, [])} for m in wanted})
+            target_errors = errors.get(self.release["release_id"], []) if self.release else []
+            parts = {"views": views, "synced": synced, "loaded": loaded, "tasks": tasks, "failures": self.failures(tasks), "errors": errors}
+            return self.status(
+                "failed" if target_errors else "applying", last_error="; ".join(target_errors + unreachable) or None, **parts
+            )
+        except AGENT_ERRORS as err:
             log.error("reconcile failed: %s", err)
-            return self.status(release or self.release, "failed", last_error=str(err))
+            return self.status("failed", last_error=str(err))
 
     def serve(self) -> None:
         while True:

@@ -13,7 +13,7 @@ import logging
 import urllib.request
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import STATUS_SCHEMA, release_models
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import STATUS_SCHEMA, release_models, view_name
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import (
     FAILURE,
     TritonClient,
@@ -90,9 +90,25 @@ def triton_tasks(listing: dict[str, Any], container_name: str, http_port: int, m
                     "arn": task.get("Arn"),
                     "url": f"http://{host}:{ports[http_port]}",
                     "metrics_url": f"http://{host}:{ports[metrics_port]}/metrics" if metrics_port in ports else None,
+                    "view": task_view(task),
                 }
             )
     return sorted(found, key=lambda t: t["arn"] or "")
+
+
+def task_view(task: dict[str, Any]) -> str | None:
+    """The model view of a task's definition revision (introspection's Family and Version), None when it lacks them."""
+    family, revision = task.get("Family"), str(task.get("Version") or "")
+    return view_name(family, revision) if family and revision.isdigit() else None
+
+
+def views_in_use(listing: dict[str, Any]) -> set[str]:
+    """The views of every task the ECS agent has not stopped (starting ones too: their entrypoint waits for its view)."""
+    return {
+        view
+        for task in listing.get("Tasks") or []
+        if task.get("KnownStatus") != "STOPPED" and task.get("DesiredStatus") != "STOPPED" and (view := task_view(task))
+    }
 
 
 def smoke_test(client: TritonClient, model: str, version: int) -> None:
@@ -111,47 +127,101 @@ def failures_by_model(metrics_text: str) -> dict[str, int]:
 # ---------------------------------------------------------------- status
 
 
+def serving_by_view(tasks: list[dict[str, Any]], indexes: dict[str, list[dict]]) -> dict[str, dict[str, set[int]]]:
+    """{view: {model: versions READY on any of its reachable tasks}}."""
+    found: dict[str, dict[str, set[int]]] = {}
+    for task in tasks:
+        for entry in indexes.get(task["arn"], []):
+            if entry.get("state") == "READY" and str(entry.get("version", "")).isdigit():
+                found.setdefault(task["view"], {}).setdefault(entry["name"], set()).add(int(entry["version"]))
+    return found
+
+
 def release_applied(
     wanted: dict[str, int], synced: dict[str, list[int]], loaded: dict[str, dict[str, list[int]]], tasks: list[dict]
 ) -> bool:
-    """Every wanted version synced, and serving (READY) on every Triton task found; no task unreachable."""
+    """Every wanted version synced, and the only READY version on every one of `tasks` (the tasks of the release)."""
     if any(version not in synced.get(model, []) for model, version in wanted.items()):
         return False
-    if not all(task["ready"] for task in tasks):
+    if not all(task.get("ready") for task in tasks):
         return False
-    return all(version in loaded.get(model, {}).get(task["arn"], []) for model, version in wanted.items() for task in tasks)
+    return all(loaded.get(task["arn"], {}).get(model) == [version] for model, version in wanted.items() for task in tasks)
+
+
+def releases_held(
+    views: dict[str, dict[str, Any]],
+    target: dict[str, Any] | None,
+    synced: dict[str, list[int]],
+    loaded: dict[str, dict[str, list[int]]],
+    tasks: list[dict[str, Any]],
+    errors: dict[str, list[str]],
+) -> dict[str, dict[str, Any]]:
+    """One entry per release the instance holds (each view's, and its target): its views, tasks, and whether applied."""
+    releases: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for name, release in views.items():
+        releases.setdefault(release["release_id"], (release, []))[1].append(name)
+    if target is not None:
+        releases.setdefault(target["release_id"], (target, []))
+    held = {}
+    for release_id, (release, names) in releases.items():
+        wanted = release_models(release)
+        mine = [t for t in tasks if t.get("view") in names]
+        entry = {
+            "task_definition": release.get("task_definition"),
+            "views": sorted(names),
+            "tasks": [t["arn"] for t in mine],
+            "models": {
+                model: {"wanted": version, "loaded": {t["arn"]: loaded.get(t["arn"], {}).get(model, []) for t in mine}}
+                for model, version in wanted.items()
+            },
+            "errors": errors.get(release_id, []),
+        }
+        entry["applied"] = not entry["errors"] and release_applied(wanted, synced, loaded, mine)
+        held[release_id] = entry
+    return held
 
 
 def build_status(
     config: dict[str, Any],
     identity: dict[str, Any],
-    release: dict[str, Any] | None,
+    target: dict[str, Any] | None,
     state: str,
+    views: dict[str, dict[str, Any]],
     synced: dict[str, list[int]],
     loaded: dict[str, dict[str, list[int]]],
     tasks: list[dict[str, Any]],
     failures: dict[str, dict[str, int]],
+    errors: dict[str, list[str]],
     last_error: str | None,
     hydrated_at: str | None,
 ) -> dict[str, Any]:
-    """The status object of the contract (P/status/APP/<instance-id>.json)."""
-    wanted = release_models(release)
+    """The status object of the contract (P/status/APP/<instance-id>.json).
+
+    The top level speaks of the instance's target (canary or current): `release_id`, `state`, `applied`, `models`.
+    `releases` has one entry per release the instance holds (each colour's), with its views, tasks and `applied`.
+    """
+    held = releases_held(views, target, synced, loaded, tasks, errors)
     # Boot hydration loads nothing (no task runs before ECS starts): "applied" is for the serving agent to say.
-    applied = state == "applying" and release_applied(wanted, synced, loaded, tasks)
+    if state != "applying":
+        for entry in held.values():
+            entry["applied"] = False
+    # No release yet: nothing to serve, once every task answers.
+    applied = held[target["release_id"]]["applied"] if target else state == "applying" and all(t.get("ready") for t in tasks)
     return {
         "schema": STATUS_SCHEMA,
         "application": config["application"],
         "instance_id": identity["instance_id"],
         "container_instance_arn": identity.get("container_instance_arn"),
         "cluster": identity.get("cluster"),
-        "release_id": release["release_id"] if release else None,
+        "release_id": target["release_id"] if target else None,
         "state": "applied" if applied else state,
         "applied": applied,
         "models": {
-            model: {"wanted": version, "synced": synced.get(model, []), "loaded": loaded.get(model, {})}
-            for model, version in wanted.items()
+            model: {"wanted": version, "synced": synced.get(model, []), "loaded": held[target["release_id"]]["models"][model]["loaded"]}
+            for model, version in release_models(target).items()
         },
-        "tasks": [{"arn": t["arn"], "url": t["url"], "ready": t["ready"]} for t in tasks],
+        "releases": held,
+        "tasks": [{"arn": t["arn"], "url": t["url"], "view": t.get("view"), "ready": t.get("ready", False)} for t in tasks],
         "inference_failures": failures,
         "last_error": last_error,
         "updated": utc_now(),

@@ -37,29 +37,33 @@ def instance_verdict(
     """
     wanted_id = wanted["release_id"] if wanted else None
     status = status or {}
+    # The instance's entry for this release (each colour's release has one); an agent of schema 1 reports only its target.
+    held = (status.get("releases") or {}).get(wanted_id) if wanted_id else None
+    on_target = status.get("release_id") == wanted_id
+    applied = bool(held["applied"]) if held is not None else on_target and bool(status.get("applied"))
+    errors = "; ".join(held.get("errors") or []) if held is not None else ""
     verdict = {
         "instance_id": instance_id,
         "wanted_release_id": wanted_id,
         "release_id": status.get("release_id"),
         "state": status.get("state"),
-        "applied": bool(status.get("applied")),
-        "last_error": status.get("last_error"),
+        "applied": applied,
+        "last_error": errors or status.get("last_error"),
         "inference_failures": failures_total(status),
         "updated": status.get("updated"),
         "ok": False,
         "failed": False,
         "reason": "",
     }
-    on_wanted = status.get("release_id") == wanted_id
     if problem:
         verdict["reason"] = problem
     elif not status:
         verdict["reason"] = "no status object yet (its model agent has not reported)"
-    elif not on_wanted:
+    elif held is None and not on_target:
         verdict["reason"] = f"reports release {status.get('release_id')} (state {status.get('state')}), not yet {wanted_id}"
-    elif status.get("state") == "failed":
-        verdict.update(failed=True, reason=f"failed to apply {wanted_id}: {status.get('last_error') or 'no error text'}")
-    elif not status.get("applied"):
+    elif errors or (on_target and status.get("state") == "failed" and not applied):
+        verdict.update(failed=True, reason=f"failed to apply {wanted_id}: {verdict['last_error'] or 'no error text'}")
+    elif not applied:
         verdict["reason"] = f"still {status.get('state')} {wanted_id}"
     elif failures_before is not None and status.get("last_error"):
         verdict.update(failed=True, reason=f"applied {wanted_id} with an error: {status['last_error']}")

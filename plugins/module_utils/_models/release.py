@@ -7,7 +7,14 @@ Keys under the model prefix P, for the application APP (the ECS service family /
 - ``P/releases/APP/current.json``: the release the whole fleet must run;
 - ``P/releases/APP/previous.json``: the release current.json replaced (the rollback target);
 - ``P/releases/APP/canary.json``: optional, a release only the instances it lists must run (staged rollout);
+- ``P/releases/APP/standby.json``: optional, the release a cutover brings up on the standby colour;
 - ``P/status/APP/<instance-id>.json``: written only by the model agent of that instance.
+
+A release is one thing: the image, every model version (with the SHA-256 of its manifest object) and the task
+definition revision that runs them. A task belongs to the release bound to its task definition revision
+(`bindings`): so each colour's tasks serve their own release's models, and the live colour keeps its models until
+the cutover has moved traffic off it. A record without a task definition (a model-only application, or a record
+written before schema 2) applies to every task no other record binds.
 
 The controller (module model_release) and the agent on every instance validate records with the same
 function, `parse_release`, so a record one side accepts is a record the other side can act on.
@@ -25,16 +32,24 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manife
     check_version,
 )
 
-RELEASE_SCHEMA = 1
+RELEASE_SCHEMA = 2
+READABLE_SCHEMAS = (1, 2)  # schema 1: no image, task definition or manifest digests (written by earlier versions)
 STATUS_SCHEMA = 1
 CURRENT = "current"
 PREVIOUS = "previous"
 CANARY = "canary"
-RECORD_NAMES = (CURRENT, PREVIOUS, CANARY)
+STANDBY = "standby"
+RECORD_NAMES = (CURRENT, PREVIOUS, CANARY, STANDBY)
+# Which record binds a task definition when several name it: a canary (on the instances it lists) first, then the
+# release a cutover brings up, then the one production serves, then the one it replaced (the old colour's).
+BINDING_ORDER = (CANARY, STANDBY, CURRENT, PREVIOUS)
 STATES = ("hydrating", "applying", "applied", "failed")
 _RELEASE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _APPLICATION = re.compile(r"[A-Za-z0-9_-]{1,255}")  # an ECS task definition family
 _INSTANCE_ID = re.compile(r"i-[0-9a-zA-Z]{1,64}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# arn:aws:ecs:<region>:<account>:task-definition/<family>:<revision>, or family:revision
+_TASK_DEFINITION = re.compile(r"(?:arn:aws[a-z-]*:ecs:[a-z0-9-]+:\d{12}:task-definition/)?([A-Za-z0-9_-]{1,255}):([1-9]\d{0,9})")
 
 
 class ReleaseError(ValueError):
@@ -89,16 +104,43 @@ def status_key(prefix: str, application: str, instance_id: str) -> str:
 # ---------------------------------------------------------------- release records
 
 
+def task_definition_parts(task_definition: str) -> tuple[str, int]:
+    """(family, revision) of a task definition ARN or family:revision; ReleaseError otherwise."""
+    match = _TASK_DEFINITION.fullmatch(task_definition) if isinstance(task_definition, str) else None
+    if not match:
+        raise ReleaseError(
+            f"task_definition={task_definition!r} is not a task definition revision: give its ARN "
+            "(arn:aws:ecs:REGION:ACCOUNT:task-definition/FAMILY:REVISION) or FAMILY:REVISION"
+        )
+    return match.group(1), int(match.group(2))
+
+
+def view_name(family: str, revision: int | str) -> str:
+    """The name of a task definition revision's model view on the instance (`<family>-<revision>`)."""
+    return f"{family}-{revision}"
+
+
 def build_release(
-    application: str, release_id: str, models: list[dict[str, Any]], created: str, instances: list[str] | None = None
+    application: str,
+    release_id: str,
+    models: list[dict[str, Any]],
+    created: str,
+    instances: list[str] | None = None,
+    image: str | None = None,
+    task_definition: str | None = None,
 ) -> dict[str, Any]:
-    """A release record (with `instances`: a canary record); validated like one read back from S3."""
+    """A release record (with `instances`: a canary record); validated like one read back from S3.
+
+    `models` entries are {name, version} or {name, version, sha256} (the SHA-256 of the version's manifest object).
+    """
     record: dict[str, Any] = {
         "schema": RELEASE_SCHEMA,
         "application": application,
         "release_id": release_id,
         "created": created,
-        "models": [{"name": m["name"], "version": m["version"]} for m in models],
+        "image": image,
+        "task_definition": task_definition,
+        "models": [{k: m[k] for k in ("name", "version", "sha256") if k in m} for m in models],
     }
     if instances is not None:
         record["instances"] = list(instances)
@@ -123,7 +165,7 @@ def validate_release(record: Any, application: str, where: str) -> dict[str, Any
     """Schema, release_id, application, models (names, versions, no duplicate) and, on a canary record, instances."""
     if not isinstance(record, dict):
         raise ReleaseError(f"{where} must be a JSON object, got {type(record).__name__}")
-    if record.get("schema") != RELEASE_SCHEMA or isinstance(record.get("schema"), bool):
+    if record.get("schema") not in READABLE_SCHEMAS or isinstance(record.get("schema"), bool):
         raise ReleaseError(f"{where} has schema={record.get('schema')!r}, expected {RELEASE_SCHEMA}; write it with this collection")
     if record.get("application") != check_application(application):
         raise ReleaseError(
@@ -138,10 +180,20 @@ def validate_release(record: Any, application: str, where: str) -> dict[str, Any
     models = record.get("models")
     if not isinstance(models, list):
         raise ReleaseError(f"{where} has models={models!r}; expected a list of {{name, version}} (empty for no models)")
+    for field in ("image", "task_definition"):
+        if record.get(field) is not None and (not isinstance(record[field], str) or not record[field]):
+            raise ReleaseError(f"{where} has {field}={record[field]!r}; expected a string or null")
+    if record.get("task_definition") is not None:
+        try:
+            task_definition_parts(record["task_definition"])
+        except ReleaseError as err:
+            raise ReleaseError(f"{where}: {err}") from err
     seen: set[str] = set()
     for entry in models:
-        if not isinstance(entry, dict) or set(entry) != {"name", "version"}:
-            raise ReleaseError(f"{where}: models entry {entry!r} must be an object with exactly name and version")
+        if not isinstance(entry, dict) or not {"name", "version"} <= set(entry) <= {"name", "version", "sha256"}:
+            raise ReleaseError(f"{where}: models entry {entry!r} must be an object with name, version and (optionally) sha256")
+        if "sha256" in entry and not (isinstance(entry["sha256"], str) and _SHA256.fullmatch(entry["sha256"])):
+            raise ReleaseError(f"{where}: models entry {entry!r}: sha256 must be 64 lowercase hex digits (the manifest's digest)")
         try:
             check_model_name(entry["name"])
             if isinstance(entry["version"], bool) or not isinstance(entry["version"], int):
@@ -174,6 +226,52 @@ def target_release(current: dict[str, Any] | None, canary: dict[str, Any] | None
     if canary is not None and instance_id in canary.get("instances", []):
         return canary
     return current
+
+
+def applicable_records(records: dict[str, Any], instance_id: str) -> list[dict[str, Any]]:
+    """The records that concern this instance, in BINDING_ORDER (a canary only on the instances it lists)."""
+    found = []
+    for name in BINDING_ORDER:
+        record = records.get(name)
+        if record is None or (name == CANARY and instance_id not in record.get("instances", [])):
+            continue
+        found.append(record)
+    return found
+
+
+def bindings(records: dict[str, Any], instance_id: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """({view name: record}, the record for every other task).
+
+    Each task definition revision a record names is bound to the first such record in BINDING_ORDER. A task whose
+    revision no record names runs the instance's target (canary or current) only when that record names no task
+    definition (a model-only application); otherwise it is left as it is: it belongs to no release the records know.
+    """
+    bound: dict[str, dict[str, Any]] = {}
+    for record in applicable_records(records, instance_id):
+        if record.get("task_definition"):
+            bound.setdefault(view_name(*task_definition_parts(record["task_definition"])), record)
+    target = target_release(records.get(CURRENT), records.get(CANARY), instance_id)
+    unbound = target if target is not None and not target.get("task_definition") else None
+    return bound, unbound
+
+
+def view_releases(records: dict[str, Any], instance_id: str, task_views: set[str]) -> dict[str, dict[str, Any]]:
+    """{view name: the release its tasks must serve}: every bound revision, and the views of the instance's other tasks
+    when the target binds no task definition (`bindings`)."""
+    bound, unbound = bindings(records, instance_id)
+    views = dict(bound)
+    if unbound is not None:
+        views.update({view: unbound for view in sorted(task_views) if view not in bound})
+    return views
+
+
+def wanted_versions(releases: list[dict[str, Any] | None]) -> dict[str, set[int]]:
+    """{model: versions} the instance must hold on disk for these releases."""
+    wanted: dict[str, set[int]] = {}
+    for release in releases:
+        for model, version in release_models(release).items():
+            wanted.setdefault(model, set()).add(version)
+    return wanted
 
 
 # ---------------------------------------------------------------- status objects

@@ -98,8 +98,15 @@ def stop_budget(drain_timeout_s: int, exit_timeout_s: int) -> int:
 
 
 def triton_environment(triton: dict[str, Any], gpu_count: int, stop_timeout_s: int = 90) -> dict[str, str]:
-    """The TRITON_* variables the image's entrypoint (roles/triton_image) builds the tritonserver command from."""
+    """The TRITON_* variables the image's entrypoint (roles/triton_image) builds the tritonserver command from, and the
+    INFEROPS_* ones that bind the task to its release (the model agent's view of it; docs/models.md)."""
+    release = {}
+    if triton.get("model_repository_host_path") and triton.get("model_view", True):
+        release["INFEROPS_MODEL_VIEW"] = "task-definition"
+    if triton.get("release_id"):
+        release["INFEROPS_RELEASE_ID"] = str(triton["release_id"])
     return {
+        **release,
         # The entrypoint ends the container before ECS's SIGKILL would, whatever Triton is doing (a model load).
         "TRITON_STOP_TIMEOUT_S": str(stop_timeout_s),
         "TRITON_MODEL_REPOSITORY": str(triton.get("model_repository", "/models")),

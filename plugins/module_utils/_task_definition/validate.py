@@ -179,6 +179,9 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
         errors.append(f"triton.model_repository_host_path: {host_path!r} is relative; give an absolute path on the container instance")
     elif host_path is not None:
         errors += checks.check_text("triton.model_repository_host_path", host_path, "give an absolute path on one line")
+    release_id = triton.get("release_id")
+    if release_id is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", str(release_id)):
+        errors.append(f"triton.release_id: {release_id!r} is not a release id; give the id model_release state=resolved returned")
     shm = triton.get("shared_memory_size_mib", 1024)
     if isinstance(shm, int) and shm <= 0:
         errors.append(f"triton.shared_memory_size_mib: {shm} is not positive; the python backend needs /dev/shm, give MiB > 0")

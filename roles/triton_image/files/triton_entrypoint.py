@@ -7,6 +7,11 @@ Configuration comes from the environment (the image sets defaults; the task defi
   TRITON_MODEL_REPOSITORY    /models
   TRITON_MODEL_CONTROL_MODE  explicit
   TRITON_LOAD_MODELS         models loaded at start, comma separated (explicit mode)
+  INFEROPS_MODEL_VIEW        "task-definition": serve the model agent's view of this task's release,
+                             <repository>/.task-definitions/<family>-<revision>/ (family and revision from the ECS task
+                             metadata endpoint, ECS_CONTAINER_METADATA_URI_V4), loading every model in it; any other
+                             non-empty value names the view directly; unset: serve the repository as it is
+  INFEROPS_MODEL_VIEW_WAIT_S longest wait for that view to appear (240): the agent builds it for the release
   TRITON_HTTP_PORT / TRITON_GRPC_PORT / TRITON_METRICS_PORT   8000 / 8001 / 8002
   TRITON_EXIT_TIMEOUT_S      tritonserver --exit-timeout-secs (30)
   TRITON_METRICS_INTERVAL_MS tritonserver --metrics-interval-ms (250); tritonserver's exit waits for its metrics
@@ -32,6 +37,7 @@ Python stdlib only: it runs inside the Triton image.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -39,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 
 import triton_drain
@@ -150,10 +157,62 @@ def prestart_check(env: dict[str, str], shm_path: str = "/dev/shm") -> None:
         check_shm(stat.f_blocks * stat.f_frsize, minimum_shm)
 
 
-def server_command(env: dict[str, str], extra: list[str]) -> list[str]:
+VIEWS_DIR = ".task-definitions"  # where the model agent builds each task definition revision's view
+METADATA_TIMEOUT_S = 2
+VIEW_POLL_S = 1.0
+
+
+def task_view_name(metadata_uri: str) -> str:
+    """<family>-<revision> of this task, from the ECS task metadata endpoint v4."""
+    request = urllib.request.Request(f"{metadata_uri.rstrip('/')}/task")
+    with urllib.request.urlopen(request, timeout=METADATA_TIMEOUT_S) as resp:
+        task = json.loads(resp.read())
+    family, revision = task.get("Family"), str(task.get("Revision") or "")
+    if not family or not revision.isdigit():
+        raise PrestartError(f"the task metadata endpoint gave Family={family!r} Revision={revision!r}; cannot name this task's model view")
+    return f"{family}-{revision}"
+
+
+def model_view(env: dict[str, str]) -> str | None:
+    """The view this task serves (INFEROPS_MODEL_VIEW), or None to serve the repository as it is."""
+    mode = env.get("INFEROPS_MODEL_VIEW", "").strip()
+    if not mode:
+        return None
+    if mode == "task-definition":
+        uri = env.get("ECS_CONTAINER_METADATA_URI_V4", "").strip()
+        if not uri:
+            raise PrestartError("INFEROPS_MODEL_VIEW=task-definition but ECS_CONTAINER_METADATA_URI_V4 is unset (not an ECS task?)")
+        for attempt in range(3):
+            try:
+                mode = task_view_name(uri)
+                break
+            except (OSError, ValueError) as exc:
+                if attempt == 2:
+                    raise PrestartError(f"the task metadata endpoint {uri} did not answer: {exc}") from exc
+                time.sleep(1)
+    if "/" in mode or mode.startswith("."):
+        raise PrestartError(f"INFEROPS_MODEL_VIEW={mode!r} is not a view name (<family>-<revision>)")
+    return os.path.join(env.get("TRITON_MODEL_REPOSITORY", "/models"), VIEWS_DIR, mode)
+
+
+def wait_for_view(path: str, timeout_s: float, sleep=time.sleep, clock=time.monotonic) -> list[str]:
+    """The models of the view once it exists; PrestartError naming what to check when it never appears."""
+    deadline = clock() + timeout_s
+    while not os.path.isdir(path):
+        if clock() >= deadline:
+            raise PrestartError(
+                f"model view {path} did not appear within {timeout_s:g}s: is the model agent running on this instance, and "
+                "does a release record (standby.json or current.json) name this task definition? (docs/runbook.md)"
+            )
+        sleep(VIEW_POLL_S)
+    return sorted(m for m in os.listdir(path) if not m.startswith(".") and os.path.isdir(os.path.join(path, m)))
+
+
+def server_command(env: dict[str, str], extra: list[str], view: str | None = None, view_models: list[str] | None = None) -> list[str]:
+    """tritonserver's command line; with a view, its repository is the view and it loads every model in it."""
     cmd = [
         env.get("TRITON_SERVER_BIN", "/opt/tritonserver/bin/tritonserver"),
-        f"--model-repository={env.get('TRITON_MODEL_REPOSITORY', '/models')}",
+        f"--model-repository={view or env.get('TRITON_MODEL_REPOSITORY', '/models')}",
         f"--model-control-mode={env.get('TRITON_MODEL_CONTROL_MODE', 'explicit')}",
         f"--http-port={env.get('TRITON_HTTP_PORT', '8000')}",
         f"--grpc-port={env.get('TRITON_GRPC_PORT', '8001')}",
@@ -161,7 +220,8 @@ def server_command(env: dict[str, str], extra: list[str]) -> list[str]:
         f"--exit-timeout-secs={env.get('TRITON_EXIT_TIMEOUT_S', '30')}",
         f"--metrics-interval-ms={env.get('TRITON_METRICS_INTERVAL_MS', '250')}",
     ]
-    cmd += [f"--load-model={m.strip()}" for m in env.get("TRITON_LOAD_MODELS", "").split(",") if m.strip()]
+    load = view_models if view is not None else [m.strip() for m in env.get("TRITON_LOAD_MODELS", "").split(",") if m.strip()]
+    cmd += [f"--load-model={m}" for m in load or []]
     return cmd + shlex.split(env.get("TRITON_EXTRA_ARGS", "")) + extra
 
 
@@ -324,10 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     try:
         prestart_check(env)
+        view = model_view(env)
+        if view is not None:
+            log(f"waiting for the model view {view}")
+        view_models = wait_for_view(view, float(env.get("INFEROPS_MODEL_VIEW_WAIT_S", "240"))) if view is not None else None
     except (PrestartError, ValueError) as exc:
         print("triton pre-start check failed: " + " ".join(str(exc).split()), file=sys.stderr, flush=True)
         return EX_CONFIG
-    cmd = server_command(env, list(sys.argv[1:] if argv is None else argv))
+    cmd = server_command(env, list(sys.argv[1:] if argv is None else argv), view, view_models)
     log("starting " + " ".join(shlex.quote(c) for c in cmd))
     code = Supervisor(env).run(cmd)
     log(f"tritonserver exited with {code}")
