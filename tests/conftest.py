@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.awsvpc import AwsvpcNetwork
 from tests.harness.moto import MotoServer
 from tests.harness.triton import TritonServer
 
@@ -42,3 +43,14 @@ def triton_server(tmp_path: Path) -> Iterator[Callable[..., TritonServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def awsvpc_network() -> Iterator[AwsvpcNetwork]:
+    """A Docker bridge network standing in for a VPC subnet (tests/harness/awsvpc.py), created with its first task;
+    it and every task container on it are removed after the test, also when the test fails."""
+    network = AwsvpcNetwork()
+    try:
+        yield network
+    finally:
+        network.remove()

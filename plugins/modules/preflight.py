@@ -18,6 +18,12 @@ description:
     O(account_id), naming both ids, the region and how to switch profile.
   - With O(simulate_iam), asks IAM's policy simulator whether the caller may call each of O(iam_actions), and lists
     the ones it may not.
+  - With O(security_group_rules), reads the fleet's security groups (one C(DescribeSecurityGroups) call) and checks
+    the rules of its paths - load balancer to the tasks on Triton's HTTP port, container instances (the model agent)
+    to the tasks on the HTTP and metrics ports, each as ingress and egress - as the security_group_rules module
+    does. A group that does not exist is a problem; a missing rule is one unless the collection adds the rules
+    (O(security_group_rules.manage)), named with the command that adds it and the switch that lets the collection
+    add it. Skipped while a group id is a placeholder or the credentials are another account's.
   - Fails once, with all the problems found, so one run shows everything to fix. Only reads; never writes.
 author:
   - inferops maintainers (@inferops)
@@ -74,6 +80,30 @@ options:
     description: The heading of O(iam_policy_doc) whose policies apply, e.g. V(deploy.yml).
     type: str
     default: deploy.yml
+  security_group_rules:
+    description: The fleet's network to check; omit it to skip the check.
+    type: dict
+    suboptions:
+      network:
+        description: The groups (and subnets) of C(load_balancer), C(instances) and C(tasks), each
+          C({security_groups, subnets}), and C(http_port), C(metrics_port); as the security_group_rules module's
+          O(inferops.triton_ecs.security_group_rules#module:network).
+        type: dict
+        required: true
+      manage:
+        description: The collection adds the missing rules later in the play (role fleet_services), so they are no
+          problem; only missing groups are.
+        type: bool
+        default: false
+      names:
+        description: The variable to name in a problem, for C(<side>.security_groups), C(<side>.subnets),
+          C(http_port), C(metrics_port) and C(manage) (the switch that lets the collection add the rules).
+        type: dict
+        default: {}
+      applies:
+        description: V(false) skips the check (e.g. the local rehearsal creates its network after the preflight).
+        type: bool
+        default: true
   principal_arn:
     description: The principal to simulate; default the caller (an assumed role's session becomes its role, which
       must then have no path).
@@ -145,6 +175,19 @@ missing_permissions:
   returned: always
   type: list
   elements: str
+security_group_rules:
+  description: The network check (with O(security_group_rules)) - whether the groups were read, and the rules
+    they lack, each as the security_group_rules module returns it (with C(fix)).
+  returned: always
+  type: dict
+  contains:
+    checked:
+      description: Whether the groups were read.
+      type: bool
+    missing:
+      description: The rules of the fleet's paths the groups lack.
+      type: list
+      elements: dict
 """
 
 from pathlib import Path  # noqa: E402
@@ -163,6 +206,7 @@ from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_network as _preflight_network  # noqa: E402
 
 
 def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, object]]:
@@ -179,6 +223,25 @@ def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, obje
     return documents
 
 
+def _security_group_rules(module, params: dict, result: dict) -> dict:
+    """The network check, once the credentials are known to be the inventory's account and no group id is a
+    placeholder (those are reported already); its problems go with the others."""
+    spec = params.get("security_group_rules") or {}
+    network = spec.get("network") or {}
+    groups = [g for side in ("load_balancer", "instances", "tasks") for g in (network.get(side) or {}).get("security_groups") or []]
+    markers = params["markers"] or _preflight.DEFAULT_MARKERS
+    if (
+        not spec.get("applies", True)
+        or not params["account_id"]
+        or result["caller"].get("Account") != params["account_id"]
+        or any(_preflight.marker_in(group, markers) for group in groups)
+    ):
+        return {"checked": False, "missing": []}
+    report = _preflight_network.preflight_report(client(module, "ec2"), spec)
+    result["problems"] += report["problems"]
+    return {"checked": True, "missing": report["missing"]}
+
+
 def main() -> None:
     argument_spec = dict(
         inventory_sources=dict(type="list", elements="path", default=[]),
@@ -193,6 +256,15 @@ def main() -> None:
         iam_policy_doc=dict(type="path"),
         iam_policy_section=dict(type="str", default="deploy.yml"),
         principal_arn=dict(type="str"),
+        security_group_rules=dict(
+            type="dict",
+            options=dict(
+                network=dict(type="dict", required=True),
+                manage=dict(type="bool", default=False),
+                names=dict(type="dict", default={}),
+                applies=dict(type="bool", default=True),
+            ),
+        ),
     )
     module = aws_module(argument_spec)
     if yaml is None:
@@ -219,6 +291,7 @@ def main() -> None:
         if params["simulate_iam"]:
             iam = client(module, "iam")
     result = _preflight.run(params, _documents(params["inventory_sources"], params["base_dir"]), sts, iam)
+    result["security_group_rules"] = _security_group_rules(module, params, result)
     if result["problems"]:
         count = len(result["problems"])
         module.fail_json(

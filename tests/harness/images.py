@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_BASE = "inferops-test/debian-base:bookworm"
@@ -101,6 +104,36 @@ def triton_cpu_base() -> str:
     if build.returncode != 0:
         raise RuntimeError(f"building {TRITON_CPU_BASE} failed:\n{build.stderr.decode(errors='replace')[-3000:]}")
     return TRITON_CPU_BASE
+
+
+# The CPU base with Triton's libraries in the loader cache, as the triton_image role's Dockerfile registers them (the
+# python-backend stub finds them there): what the awsvpc task stand-in runs, its scripts bind-mounted from the checkout.
+TASK_IMAGE_DOCKERFILE = """\
+FROM {base}
+USER root
+RUN printf '%s\\n' {library_dirs} > /etc/ld.so.conf.d/inferops-triton.conf && ldconfig
+USER 1000
+WORKDIR /opt/tritonserver
+"""
+
+
+def task_image() -> str:
+    """The image of the awsvpc task stand-in (tests/harness/awsvpc.py): the CPU base, libraries registered with the
+    loader from the role's `triton_image_library_dirs`. Cached in dockerd; the tag carries a hash of the recipe."""
+    defaults = yaml.safe_load((REPO_ROOT / "roles" / "triton_image" / "defaults" / "main.yml").read_text())
+    dockerfile = TASK_IMAGE_DOCKERFILE.format(
+        base=triton_cpu_base(), library_dirs=" ".join(shlex.quote(d) for d in defaults["triton_image_library_dirs"])
+    )
+    ref = "inferops-test/triton-task:" + hashlib.sha256(dockerfile.encode()).hexdigest()[:12]
+    if image_exists(ref):
+        return ref
+    with build_lock():
+        if image_exists(ref):
+            return ref
+        build = subprocess.run(["docker", "build", "--quiet", "-t", ref, "-"], input=dockerfile.encode(), check=False, capture_output=True)
+    if build.returncode != 0:
+        raise RuntimeError(f"building {ref} failed:\n{build.stderr.decode(errors='replace')[-3000:]}")
+    return ref
 
 
 # `make deploy-local` builds the rehearsal's image on the CPU base under this stable name.

@@ -3,14 +3,23 @@ endpoints, real tritonserver "tasks", and the agent itself as a subprocess (`pyt
 
 The stand-in endpoint (one HTTP server in a thread) answers what the agent asks on an EC2 container instance:
 - the ECS agent's introspection API: `GET /v1/metadata` (cluster, container instance ARN) and `GET /v1/tasks`,
-  listing the instance's tritonserver processes as bridge-mode tasks (port bindings container 8000/8002 → the
-  server's real loopback ports), in the shape the ECS agent answers;
-- IMDSv2: `PUT /latest/api/token`, then `GET /latest/meta-data/instance-id` with that token (401 without it).
+  in the shape the ECS agent answers, listing two kinds of tasks:
+  bridge mode (`add_task`): tritonserver processes on loopback, port bindings container 8000/8002 → the server's
+  real loopback ports; awsvpc mode (`add_awsvpc_task`): a container per task on a Docker network standing in for
+  the subnet (tests/harness/awsvpc.py), at its own address, the container's Networks naming it;
+- IMDSv2: `PUT /latest/api/token`, then `GET /latest/meta-data/instance-id` with that token (401 without it);
+- the ECS task metadata endpoint v4 for the awsvpc tasks: `GET $ECS_CONTAINER_METADATA_URI_V4` (the container) and
+  `.../task` (the task: Cluster, TaskARN, Family, Revision as a string, statuses, Containers with their Networks).
+  It is served on a second listener bound to the task network's gateway (the host's address on that network):
+  the containers reach it there, as an ECS task reaches its agent's endpoint from its own network; only that
+  network's containers do, and the loopback listener (introspection, IMDS) stays out of their reach, as the
+  instance's localhost:51678 is out of an awsvpc task's reach.
 
 S3 is a moto server (tests/harness/moto.py). Usage:
 
     instance = SimulatedInstance(tmp_path / "i1", moto, BUCKET, PREFIX, "app", "i-0000000000000001")
-    instance.add_task()                 # a real tritonserver over the instance's host path
+    instance.add_task()                 # a real tritonserver over the instance's host path (bridge mode)
+    instance.add_awsvpc_task("triton", 3, {"TRITON_LOAD_MODELS": "m"})   # a container at its own address (awsvpc)
     instance.run("--boot")              # CompletedProcess of one agent run
     instance.start_agent()              # `--serve` in the background; instance.stop() ends it all
     instance.status()                   # the agent's status object, read from S3
@@ -23,6 +32,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,7 +45,9 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
 )
 
 from .ansible import ensure_collection_link
-from .moto import REGION, MotoServer
+from .awsvpc import AwsvpcNetwork, AwsvpcTask
+from .images import task_image
+from .moto import ACCOUNT_ID, REGION, MotoServer
 from .ports import free_port, wait_until
 from .triton import REPO_ROOT, TritonServer
 
@@ -65,14 +77,25 @@ def write_release(
 
 
 class InstanceEndpoints:
-    """The stand-in for the ECS agent's introspection API and IMDSv2 of one instance (a thread, a free port)."""
+    """The stand-in for the ECS agent's introspection API, its task metadata endpoint v4 and IMDSv2 of one instance
+    (threads, free ports)."""
 
     def __init__(self, instance_id: str, cluster: str) -> None:
         self.instance_id = instance_id
         self.cluster = cluster
-        self.container_instance_arn = f"arn:aws:ecs:{REGION}:123456789012:container-instance/{cluster}/{instance_id[2:]}"
-        self.tasks: list[dict[str, Any]] = []
-        self.ecs_running = True  # False: the ECS agent is not up yet (/v1/* refuse, as before ecs.service starts)
+        self.container_instance_arn = f"arn:aws:ecs:{REGION}:{ACCOUNT_ID}:container-instance/{cluster}/{instance_id[2:]}"
+        self.tasks: list[dict[str, Any]] = []  # bridge-mode tasks, as listed
+        self.awsvpc_tasks: list[AwsvpcTask] = []  # listed as they are at each request; removed ones no longer
+        self.task_listeners: dict[str, ThreadingHTTPServer] = {}  # per task network: the v4 endpoint on its gateway
+        self.ecs_running = True  # False: the ECS agent is not up yet (/v1/* and /v4/* refuse, as before ecs.service starts)
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), self._handler(instance_api=True))
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _handler(self, instance_api: bool) -> type[BaseHTTPRequestHandler]:
+        """Loopback (instance_api): everything; a task network's gateway: the task metadata endpoint only."""
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -87,13 +110,19 @@ class InstanceEndpoints:
                 self.wfile.write(raw)
 
             def do_PUT(self) -> None:
-                if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                if not instance_api:
+                    self._send(404, "not found")
+                elif self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
                     self._send(200, IMDS_TOKEN)
                 else:
                     self._send(400, "bad token request")
 
             def do_GET(self) -> None:
-                if self.path == "/latest/meta-data/instance-id":
+                if self.path.startswith("/v4/"):
+                    self._send(*endpoints.task_metadata_answer(self.path))
+                elif not instance_api:
+                    self._send(404, "not found")
+                elif self.path == "/latest/meta-data/instance-id":
                     if self.headers.get("X-aws-ec2-metadata-token") == IMDS_TOKEN:
                         self._send(200, endpoints.instance_id)
                     else:
@@ -103,14 +132,11 @@ class InstanceEndpoints:
                 elif self.path == "/v1/metadata":
                     self._send(200, endpoints.metadata())
                 elif self.path == "/v1/tasks":
-                    self._send(200, {"Tasks": list(endpoints.tasks)})
+                    self._send(200, {"Tasks": endpoints.listing()})
                 else:
                     self._send(404, "not found")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        return Handler
 
     def metadata(self) -> dict[str, Any]:
         return {"Cluster": self.cluster, "ContainerInstanceArn": self.container_instance_arn, "Version": "Amazon ECS Agent - stand-in"}
@@ -137,9 +163,41 @@ class InstanceEndpoints:
             }
         )
 
+    def listing(self) -> list[dict[str, Any]]:
+        """`GET /v1/tasks`: the bridge tasks, then each awsvpc task as it is now (PENDING, RUNNING, STOPPED)."""
+        return list(self.tasks) + [task.introspection() for task in list(self.awsvpc_tasks) if not task.removed]
+
+    def add_awsvpc_task(self, task: AwsvpcTask) -> None:
+        """List an awsvpc task (before its start, so its container finds its metadata as soon as it runs)."""
+        self.awsvpc_tasks.append(task)
+
+    def metadata_uri(self, network: AwsvpcNetwork, task_arn: str) -> str:
+        """ECS_CONTAINER_METADATA_URI_V4 of a task on `network`: a listener on the network's gateway (created with
+        the first task on that network), the path naming the task."""
+        network.create()
+        with self._lock:
+            if network.name not in self.task_listeners:
+                server = ThreadingHTTPServer((network.gateway, 0), self._handler(instance_api=False))
+                threading.Thread(target=server.serve_forever, daemon=True).start()
+                self.task_listeners[network.name] = server
+            port = self.task_listeners[network.name].server_address[1]
+        return f"http://{network.gateway}:{port}/v4/{task_arn.rsplit('/', 1)[-1]}"
+
+    def task_metadata_answer(self, path: str) -> tuple[int, Any]:
+        """`/v4/<task id>`: the container's metadata; `/v4/<task id>/task`: the task's (stats are not modelled)."""
+        if not self.ecs_running:
+            return 503, "ECS agent not running"
+        parts = path.split("?", 1)[0].strip("/").split("/")
+        task = next((t for t in self.awsvpc_tasks if not t.removed and len(parts) > 1 and t.task_id == parts[1]), None)
+        if task is None or len(parts) > 3 or (len(parts) == 3 and parts[2] != "task"):
+            return 404, "not found"
+        return 200, task.task_metadata() if len(parts) == 3 else task.container_metadata()
+
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        for server in [self.server, *self.task_listeners.values()]:
+            server.shutdown()
+            server.server_close()
+        self.task_listeners = {}
 
 
 class SimulatedInstance:
@@ -155,8 +213,11 @@ class SimulatedInstance:
         instance_id: str,
         cluster: str = "fleet",
         poll_interval_s: int = 1,
+        network: AwsvpcNetwork | None = None,
         **config: Any,
     ) -> None:
+        """`network`: the subnet of the awsvpc tasks, shared by a fleet's instances; None: the instance makes its own
+        with its first awsvpc task and removes it at stop()."""
         ensure_collection_link()
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -166,6 +227,9 @@ class SimulatedInstance:
         self.endpoints = InstanceEndpoints(instance_id, cluster)
         self.instance_id = instance_id
         self.tritons: list[TritonServer] = []
+        self.awsvpc_tasks: list[AwsvpcTask] = []
+        self.network = network
+        self.owns_network = network is None
         self.agent: subprocess.Popen | None = None
         self.config: dict[str, Any] = {
             "bucket": bucket,
@@ -201,6 +265,40 @@ class SimulatedInstance:
         arn = f"arn:aws:ecs:{REGION}:123456789012:task/{self.endpoints.cluster}/{self.instance_id[2:]}{len(self.tritons):04d}"
         self.endpoints.add_bridge_task(arn, triton.http_port, triton.metrics_port)
         return triton
+
+    def add_awsvpc_task(
+        self,
+        family: str,
+        revision: int | str,
+        env: dict[str, str] | None = None,
+        image: str | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = 120,
+    ) -> AwsvpcTask:
+        """A task of task definition `family:revision` in awsvpc mode: the real Triton entrypoint in a container at its
+        own address, the host path read-only at /models, `env` its environment (TRITON_LOAD_MODELS, INFEROPS_* ...);
+        listed by the introspection stand-in, its metadata at its ECS_CONTAINER_METADATA_URI_V4. `wait_ready`: until
+        Triton's /v2/health/ready answers 200."""
+        if self.network is None:
+            self.network = AwsvpcNetwork()
+        arn = f"arn:aws:ecs:{REGION}:{ACCOUNT_ID}:task/{self.endpoints.cluster}/{uuid.uuid4().hex}"
+        task = AwsvpcTask(
+            self.network,
+            image or task_image(),
+            self.host_path,
+            env or {},
+            family,
+            revision,
+            arn,
+            cluster=self.endpoints.cluster,
+            metadata_uri=self.endpoints.metadata_uri(self.network, arn),
+        )
+        self.awsvpc_tasks.append(task)
+        self.endpoints.add_awsvpc_task(task)
+        task.start()
+        if wait_ready:
+            task.wait_ready(timeout_s)
+        return task
 
     def command(self, mode: str) -> list[str]:
         return [sys.executable, "-m", AGENT_MODULE, "--config", str(self.config_path), mode]
@@ -260,6 +358,10 @@ class SimulatedInstance:
         for triton in self.tritons:
             triton.stop()
         self.tritons = []
+        for task in self.awsvpc_tasks:
+            task.remove()
+        if self.network is not None and self.owns_network:
+            self.network.remove()
         self.endpoints.stop()
 
 

@@ -20,6 +20,7 @@ AWS_DIR = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_a
 SERVICE_OF_FILE = {
     "application_autoscaling.py": "application-autoscaling",
     "cloudwatch.py": "cloudwatch",
+    "ec2.py": "ec2",
     "ecs.py": "ecs",
     "elbv2.py": "elbv2",
     "iam.py": "iam",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.amazon.aws.plugins.module_utils.botocore import is_boto3_error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.pages import full_result
 
 # What EC2 answers for a launch template, or a version of it, that does not exist (or a malformed id or name).
 MISSING_LAUNCH_TEMPLATE = [
@@ -39,3 +40,28 @@ def describe_instance_types(ec2: Any, names: list[str]) -> list[dict[str, Any]]:
     if not names:
         return []
     return ec2.describe_instance_types(aws_retry=True, InstanceTypes=sorted(set(names)))["InstanceTypes"]
+
+
+def describe_security_groups(ec2: Any, group_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The groups among `group_ids` that exist, by id, in one listing (a filter, so a missing id is left out rather
+    than failing the call)."""
+    if not group_ids:
+        return {}
+    found = full_result(ec2, "describe_security_groups", Filters=[{"Name": "group-id", "Values": sorted(set(group_ids))}])
+    return {group["GroupId"]: group for group in found["SecurityGroups"]}
+
+
+def describe_subnet_cidrs(ec2: Any, subnet_ids: list[str]) -> dict[str, str]:
+    """The IPv4 CIDR block of each subnet among `subnet_ids` that exists, in one listing."""
+    if not subnet_ids:
+        return {}
+    found = full_result(ec2, "describe_subnets", Filters=[{"Name": "subnet-id", "Values": sorted(set(subnet_ids))}])
+    return {subnet["SubnetId"]: subnet["CidrBlock"] for subnet in found["Subnets"]}
+
+
+def authorize_security_group_ingress(ec2: Any, group_id: str, permissions: list[dict[str, Any]]) -> None:
+    ec2.authorize_security_group_ingress(aws_retry=True, GroupId=group_id, IpPermissions=permissions)
+
+
+def authorize_security_group_egress(ec2: Any, group_id: str, permissions: list[dict[str, Any]]) -> None:
+    ec2.authorize_security_group_egress(aws_retry=True, GroupId=group_id, IpPermissions=permissions)
