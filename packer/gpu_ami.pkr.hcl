@@ -20,9 +20,12 @@ locals {
     ecs_agent_ecs_init_version       = var.ecs_agent_ecs_init_version
     ecs_agent_docker_version         = var.ecs_agent_docker_version
   }
-  ansible_extra_vars = merge(local.pins, { ami_cleanup_build_id = local.ami_name, nvidia_driver_architecture = local.package_architecture })
+  # The model host path is baked as the instance storage's mount point (the AMI's manifest records it) and handed to
+  # the fleet through the tags and Packer's manifest (custom_data), where roles/fleet_capacity reads it.
+  ansible_extra_vars = merge(local.pins, { ami_cleanup_build_id = local.ami_name, nvidia_driver_architecture = local.package_architecture, instance_storage_mount_point = var.model_host_path })
+  ami_facts          = merge(local.pins, { model_host_path = var.model_host_path })
 
-  tags = merge(var.tags, local.pins, {
+  tags = merge(var.tags, local.ami_facts, {
     Name               = local.ami_name
     architecture       = var.architecture
     os_release_version = var.os_release_version
@@ -139,6 +142,6 @@ build {
   post-processor "manifest" {
     output      = "${path.root}/manifest.json"
     strip_path  = true
-    custom_data = local.pins
+    custom_data = local.ami_facts
   }
 }

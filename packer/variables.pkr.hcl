@@ -88,6 +88,17 @@ variable "os_release_version" {
   default     = "latest"
 }
 
+variable "model_host_path" {
+  type        = string
+  description = "The model host path: where the instance store is mounted and the model agent hydrates the models, and what the Triton task mounts at /models. Recorded in the AMI's manifest, its tags and Packer's manifest (custom_data), from which roles/fleet_capacity publishes it for the agent's configuration and the task definition: set it here only."
+  default     = "/mnt/models"
+
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$", var.model_host_path))
+    error_message = "model_host_path must be an absolute path other than /, of letters, digits, '.', '_', '-' and '/'."
+  }
+}
+
 variable "nvidia_driver_version" {
   type        = string
   description = "The one NVIDIA driver version every nvidia*, kmod-nvidia* and libnvidia* package is pinned and locked to."

@@ -12,7 +12,8 @@ version_added: 0.1.0
 description:
   - Reads the inventory's files and lists every value that still carries a placeholder marker (the example
     account C(111111111111), example ids and names, C(REPLACE_) values), each with its variable and file.
-  - Checks the required settings it is given (missing or malformed), each reported with its fix.
+  - Checks the required settings it is given (missing or malformed), each reported with its fix, and that the
+    settings which must hold one value (O(agreements), e.g. every name of the model host path) do.
   - Reads the caller identity (STS C(GetCallerIdentity)) and refuses credentials of another account than
     O(account_id), naming both ids, the region and how to switch profile.
   - With O(simulate_iam), asks IAM's policy simulator whether the caller may call each of O(iam_actions), and lists
@@ -48,6 +49,13 @@ options:
   settings:
     description: Required settings to check, each C({name, value, fix}) with an optional C(pattern) (matched
       against the value, or each item of a list) and C(applies) (V(false) skips it).
+    type: list
+    elements: dict
+    default: []
+  agreements:
+    description: Groups of settings that must hold one value, each C({what, values, fix}); C(values) maps a
+      setting's name (or where the value comes from) to its value, and unset ones (null, empty) are left out. A group
+      with two different values is one problem naming every value and the fix.
     type: list
     elements: dict
     default: []
@@ -131,6 +139,12 @@ EXAMPLES = r"""
         value: "{{ aws_region | default(none) }}"
         pattern: '^[a-z]{2}(-[a-z]+)+-[0-9]+$'
         fix: the region to deploy to, e.g. eu-west-1
+    agreements:
+      - what: the model host path
+        values:
+          fleet_capacity_model_host_path: "{{ fleet_capacity_model_host_path }}"
+          task_definition_triton.model_repository_host_path: "{{ task_definition_triton.model_repository_host_path | default(none) }}"
+        fix: drop task_definition_triton.model_repository_host_path (deploy.yml mounts the AMI's)
 """
 
 RETURN = r"""
@@ -235,6 +249,7 @@ def main() -> None:
         values=dict(type="dict"),
         markers=dict(type="dict", default={}),
         settings=dict(type="list", elements="dict", default=[]),
+        agreements=dict(type="list", elements="dict", default=[]),
         account_id=dict(type="str", required=True),
         simulate_iam=dict(type="bool", default=False),
         iam_actions=dict(type="list", elements="str", default=[]),

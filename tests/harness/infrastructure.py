@@ -40,12 +40,21 @@ def network(moto: MotoServer) -> dict[str, Any]:
     return {"vpc": vpc, "subnets": subnets, "security_group": sg, "task_definitions": task_definitions}
 
 
+# The model host path the harness's AMI was baked with: not packer's default, so a value taken from elsewhere shows.
+MODEL_HOST_PATH = "/mnt/nvme/models"
+
+
 def packer_manifest(directory: Path) -> Path:
     """A manifest.json as Packer's manifest post-processor writes it; the last build is the one to use."""
     path = directory / "manifest.json"
     builds = [
         {"name": "old", "artifact_id": f"{REGION}:ami-0fffffffffffffff0"},
-        {"name": "triton-gpu", "artifact_id": f"us-west-2:ami-0aaaaaaaaaaaaaaa0,{REGION}:{AMI}"},
+        {
+            "name": "triton-gpu",
+            "artifact_id": f"us-west-2:ami-0aaaaaaaaaaaaaaa0,{REGION}:{AMI}",
+            # packer/gpu_ami.pkr.hcl's custom_data (local.ami_facts): the pins and the model host path.
+            "custom_data": {"nvidia_driver_version": "580.95.05", "model_host_path": MODEL_HOST_PATH},
+        },
     ]
     path.write_text(json.dumps({"builds": builds, "last_run_uuid": "00000000-0000-0000-0000-000000000000"}))
     return path

@@ -243,6 +243,8 @@ class SimulatedInstance:
             "introspection_url": self.endpoints.url,
             "imds_url": self.endpoints.url,
             "endpoint_url": moto.endpoint,
+            # A failed boot marks the instance Unhealthy through Auto Scaling: moto's too (no ASG: "in no group").
+            "autoscaling_endpoint_url": moto.endpoint,
             "triton_http_port": 8000,
             "triton_metrics_port": 8002,
             "boot_attempts": 2,

@@ -9,6 +9,7 @@ test_dry_run.py has the dry run on an empty account.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -70,6 +71,14 @@ def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
     assert first.result("Register the Triton task definition")["changed"]
     assert first.deprecations == []  # issue 14: no deprecation warning in any run
     assert len(_revisions(moto)) == 1
+    # One model host path (inventories/local's fleet_capacity_model_host_path): the task's /models and the agents'.
+    registered = first.result("Register the Triton task definition")["task_definition"]
+    assert [v["host"]["sourcePath"] for v in registered["volumes"]] == ["/srv/inferops/models"]
+    template = moto.client("ec2").describe_launch_template_versions(LaunchTemplateName="triton-local-gpu", Versions=["$Latest"])
+    assert (
+        '"host_path": "/srv/inferops/models"'
+        in base64.b64decode(template["LaunchTemplateVersions"][0]["LaunchTemplateData"]["UserData"]).decode()
+    )
     image = first.result("Register the Triton task definition")["image"]
     assert image.startswith("127.0.0.1:5000/inferops/triton@sha256:")
     # services were created empty; the gated cutover brought green up and moved all traffic to it

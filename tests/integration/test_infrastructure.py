@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.harness.ansible import REPO_ROOT, run_playbook
-from tests.harness.infrastructure import AMI, APP, CLUSTER, network, packer_manifest
+from tests.harness.infrastructure import AMI, APP, CLUSTER, MODEL_HOST_PATH, network, packer_manifest
 from tests.harness.moto import REGION, MotoServer
 
 PLAYBOOK = REPO_ROOT / "playbooks" / "infrastructure.yml"
@@ -150,7 +150,10 @@ def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoSer
     data = version["LaunchTemplateData"]
     assert data["ImageId"] == AMI  # the us-east-1 AMI of the manifest's last build
     assert data["MetadataOptions"]["HttpTokens"] == "required"
-    assert "ECS_CLUSTER=inference" in base64.b64decode(data["UserData"]).decode().splitlines()
+    user_data = base64.b64decode(data["UserData"]).decode()
+    assert "ECS_CLUSTER=inference" in user_data.splitlines()
+    # The agent hydrates the model host path the AMI was baked with, read from the manifest (custom_data).
+    assert f'"host_path": "{MODEL_HOST_PATH}"' in user_data
     profile = data["IamInstanceProfile"]
     assert profile.get("Name") == "triton-ecs-instance" or profile.get("Arn", "").endswith(":instance-profile/triton-ecs-instance")
 

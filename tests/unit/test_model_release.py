@@ -340,6 +340,7 @@ def test_fleet_capacity_user_data_writes_a_config_the_model_agent_accepts(tmp_pa
         fleet_capacity_model_agent_prefix="models/",
         fleet_capacity_model_agent_region=region,
         fleet_capacity_model_agent_settings={"keep_versions": 3},
+        fleet_capacity_model_host_path="/mnt/nvme/models",  # as model_host_path.yml publishes it (the AMI's)
     ).replace("/etc/", f"{tmp_path}/etc/")
     (tmp_path / "etc" / "ecs").mkdir(parents=True)
     bin_dir = tmp_path / "bin"
@@ -357,6 +358,7 @@ def test_fleet_capacity_user_data_writes_a_config_the_model_agent_accepts(tmp_pa
         "inference",
     )
     assert config["region"] == (region or "us-east-2") and config["keep_versions"] == 3 and config["poll_interval_s"] == 30
+    assert config["host_path"] == "/mnt/nvme/models"  # the one model host path, not the agent's own default
     assert "ECS_CLUSTER=inference" in (tmp_path / "etc" / "ecs" / "ecs.config").read_text()
 
 

@@ -230,9 +230,29 @@ def test_every_pin_is_a_tag_and_in_the_manifest(template, locals_, source):
     pins = set(locals_["pins"])
     variables_pinned = {k for k, v in load("release.auto.pkrvars.hcl").items() if not k.startswith("__")}
     assert variables_pinned <= pins, f"pinned but not tagged: {sorted(variables_pinned - pins)}"
-    assert "local.pins" in locals_["tags"]
+    assert "local.ami_facts" in locals_["tags"]
+    assert locals_["ami_facts"].startswith("${merge(local.pins, {")
     for key in ("tags", "snapshot_tags"):
         assert source[key] == "${local.tags}"
     (build,) = template["build"]
     (post,) = build["post-processor"]
-    assert post['"manifest"']["custom_data"] == "${local.pins}"
+    assert post['"manifest"']["custom_data"] == "${local.ami_facts}"
+
+
+def test_one_variable_is_the_model_host_path_of_the_ami_and_the_fleet(template, locals_, variables):
+    """model_host_path is baked as the instance storage's mount point and published in the tags and Packer's manifest
+    (custom_data.model_host_path), where roles/fleet_capacity reads it for the agent and the task definition."""
+    variable = variables["model_host_path"]
+    assert unquote(variable["default"]) == "/mnt/models"
+    spec = yaml.safe_load((REPO / "roles" / "instance_storage" / "meta" / "argument_specs.yml").read_text())
+    assert spec["argument_specs"]["main"]["options"]["instance_storage_mount_point"]["default"] == unquote(variable["default"])
+    assert "instance_storage_mount_point = var.model_host_path" in locals_["ansible_extra_vars"]
+    assert "model_host_path = var.model_host_path" in locals_["ami_facts"]
+    (validation,) = variable["validation"]
+    pattern = re.search(r'regex\("(.*)", var\.model_host_path\)', validation["condition"])[1]
+    for good in ("/mnt/models", "/data/nvme-0/models", "/srv/inferops/models"):
+        assert re.fullmatch(pattern, good), good
+    for bad in ("/", "mnt/models", "/mnt/my models", "/mnt/models/", "/mnt/$(reboot)"):
+        assert not re.fullmatch(pattern, bad), bad
+    fleet_capacity = (REPO / "roles" / "fleet_capacity" / "tasks" / "model_host_path.yml").read_text()
+    assert "custom_data" in fleet_capacity and "model_host_path" in fleet_capacity

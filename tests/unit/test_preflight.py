@@ -141,3 +141,35 @@ def test_a_real_account_id_must_match_the_caller():
     result = _preflight.run(_params(account_id="210987654321"), [], _Sts("123456789012"), None)
     assert len(result["problems"]) == 1 and "belong to account 123456789012" in result["problems"][0]
     assert _preflight.run(_params(account_id="123456789012"), [], _Sts("123456789012"), None)["problems"] == []
+
+
+HOST_PATH = {
+    "what": "the model host path",
+    "values": {
+        "the AMI (custom_data.model_host_path of packer/manifest.json)": "/mnt/models",
+        "fleet_capacity_model_agent_settings.host_path": None,
+        "task_definition_triton.model_repository_host_path": "/opt/triton/models",
+        "model_repository_host_path": "",
+    },
+    "fix": "use the AMI's",
+}
+
+
+def test_settings_that_must_agree_are_one_problem_naming_every_value_set():
+    (problem,) = _preflight.check_agreements([HOST_PATH])
+    assert problem == (
+        "the model host path differs: the AMI (custom_data.model_host_path of packer/manifest.json) = '/mnt/models', "
+        "task_definition_triton.model_repository_host_path = '/opt/triton/models': use the AMI's"
+    )
+
+
+def test_settings_that_agree_or_are_unset_are_no_problem():
+    agreeing = {**HOST_PATH, "values": {**HOST_PATH["values"], "task_definition_triton.model_repository_host_path": "/mnt/models"}}
+    assert _preflight.check_agreements([agreeing]) == []
+    assert _preflight.check_agreements([{**HOST_PATH, "values": {"only": "/mnt/models", "unset": None}}]) == []
+
+
+def test_one_run_reports_a_disagreement_with_the_other_problems():
+    result = _preflight.run(_params(agreements=[HOST_PATH]), DOCUMENTS, _Sts("123456789012"), None)
+    assert len(result["problems"]) == 5
+    assert result["problems"][-1].startswith("the model host path differs:")

@@ -279,6 +279,9 @@ def test_the_manifest_records_every_pin(host, pins):
     assert manifest["build_id"] == pins["ami_cleanup_build_id"]
     assert manifest["nvidia_driver_version"] == pins["nvidia_driver_version"]
     assert manifest["kernel"] == host.check_output("uname -r")
+    # The model host path the instance storage was baked with: what the fleet must mount (roles/fleet_capacity).
+    instance_storage = json.loads(host.file("/etc/inferops/instance-storage.json").content_string)
+    assert manifest["model_host_path"] == instance_storage["mount_point"] == "/mnt/models"
     packages = manifest["packages"]
     assert packages["nvidia-driver"].startswith(pins["nvidia_driver_version"] + "-")
     assert packages["kmod-nvidia-open-dkms"].startswith(pins["nvidia_driver_version"] + "-")

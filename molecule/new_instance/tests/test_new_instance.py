@@ -100,4 +100,6 @@ def test_a_failed_hydration_keeps_ecs_stopped(host, aws_client, missing_version_
     assert "version=9 has no manifest in S3" in journal and "ECS stays stopped" in journal
     reported = status(aws_client)
     assert (reported["state"], reported["release_id"]) == ("failed", "r2")
+    # After the last attempt the agent asks Auto Scaling (moto's, where this stand-in instance is in no group).
+    assert "is in no Auto Scaling group: not marked Unhealthy, ECS stays stopped" in reported["last_error"]
     assert host.file("/mnt/models/simple/1/weights.bin").exists  # what was hydrated before is kept

@@ -125,6 +125,19 @@ def check_settings(settings: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+def check_agreements(agreements: list[dict[str, Any]]) -> list[str]:
+    """One message per group of settings that must hold one value and do not: every value named, then the fix.
+
+    Each agreement: {what, values (setting name -> value; unset ones, None or "", are left out), fix}."""
+    problems = []
+    for agreement in agreements:
+        given = {name: value for name, value in agreement["values"].items() if not _missing(value)}
+        if len({json.dumps(value, sort_keys=True) for value in given.values()}) > 1:
+            named = ", ".join(f"{name} = {value!r}" for name, value in given.items())
+            problems.append(f"{agreement['what']} differs: {named}: {agreement['fix']}")
+    return problems
+
+
 # ---------------------------------------------------------------- pure: account and permissions
 
 
@@ -200,6 +213,7 @@ def run(params: dict[str, Any], documents: list[tuple[str, Any]], sts: Any, iam:
     # A setting that is still a placeholder is reported once, as a placeholder.
     reported = {re.split(r"[.\[]", p["variable"], maxsplit=1)[0] for p in placeholders}
     problems += check_settings([s for s in params["settings"] if s["name"] not in reported])
+    problems += check_agreements(params.get("agreements") or [])
     result: dict[str, Any] = {"region": params["region"], "account_id": params["account_id"], "caller": {}, "missing_permissions": []}
     if params.get("credentials_problem"):
         problems.append(params["credentials_problem"])

@@ -29,6 +29,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import instance_health as _instance_health
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import views as _views
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_config import CONFIG_PATH, load_config
@@ -307,6 +308,10 @@ class ModelAgent:
             if attempt < attempts:
                 time.sleep(self.config["boot_retry_delay_s"])
         log.error("hydration failed %d times; ECS stays stopped until it succeeds (see docs/runbook.md, stuck hydration)", attempts)
+        # No GPU instance idles outside ECS: marked Unhealthy in its Auto Scaling group (issue 22, item 7).
+        outcome = _instance_health.after_failed_boot(self.config, self.identity["instance_id"])
+        log.error("%s", outcome)
+        self.status("failed", last_error=f"{reason}; {outcome}")
         return 1
 
     def reconcile(self) -> dict[str, Any]:

@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "load_timeout_s": 300,
     "sync_threads": 4,
     "smoke_inference": True,
+    # After the last failed boot attempt: mark the instance Unhealthy in its Auto Scaling group (instance_health.py).
+    "mark_unhealthy_on_failed_boot": True,
+    "autoscaling_endpoint_url": None,
 }
 REQUIRED = ("bucket", "application", "region")
 _INTEGERS = (
@@ -70,8 +73,9 @@ def parse_config(raw: bytes, where: str) -> dict[str, Any]:
         or config["boot_retry_delay_s"] < 0
     ):
         raise ConfigError(f"{where}: boot_retry_delay_s={config['boot_retry_delay_s']!r}; expected seconds >= 0")
-    if not isinstance(config["smoke_inference"], bool):
-        raise ConfigError(f"{where}: smoke_inference={config['smoke_inference']!r}; expected true or false")
+    for key in ("smoke_inference", "mark_unhealthy_on_failed_boot"):
+        if not isinstance(config[key], bool):
+            raise ConfigError(f"{where}: {key}={config[key]!r}; expected true or false")
     if not os.path.isabs(str(config["host_path"])):
         raise ConfigError(f"{where}: host_path={config['host_path']!r}; expected an absolute path (the model host path)")
     return config
