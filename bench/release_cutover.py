@@ -96,7 +96,7 @@ def post(client: TritonClient, path: str, body: dict) -> tuple[int, bytes, str]:
     request = urllib.request.Request(client.url + path, data=json.dumps(body).encode(), method="POST")
     request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310 - the route on loopback
+        with urllib.request.urlopen(request, timeout=30) as resp:
             return resp.status, resp.read(), resp.headers.get("X-Inferops-Target-Group", "")
     except urllib.error.HTTPError as err:
         return err.code, err.read(), err.headers.get("X-Inferops-Target-Group", "")

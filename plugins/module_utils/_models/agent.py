@@ -283,6 +283,7 @@ class ModelAgent:
     def hydrate(self) -> dict[str, Any]:
         """One boot attempt: every bound release's versions on disk and its view built, nothing loaded (no task runs yet)."""
         records = self.read_records()
+        _views.clean_stale(self.config["host_path"])  # what a killed agent left half made
         views = view_releases(records, self.identity["instance_id"], set())
         wanted = wanted_versions([*views.values(), self.release])
         if not wanted:
@@ -308,7 +309,7 @@ class ModelAgent:
             if attempt < attempts:
                 time.sleep(self.config["boot_retry_delay_s"])
         log.error("hydration failed %d times; ECS stays stopped until it succeeds (see docs/runbook.md, stuck hydration)", attempts)
-        # No GPU instance idles outside ECS: marked Unhealthy in its Auto Scaling group (issue 22, item 7).
+        # No GPU instance idles outside ECS: it is marked Unhealthy in its Auto Scaling group, which replaces it.
         outcome = _instance_health.after_failed_boot(self.config, self.identity["instance_id"])
         log.error("%s", outcome)
         self.status("failed", last_error=f"{reason}; {outcome}")
