@@ -63,7 +63,7 @@ class Clients:
         self.stop = threading.Event()
         self.answers: list[tuple[float, str, float]] = []
         self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(CLIENTS)]
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _client in range(CLIENTS)]
 
     def _run(self) -> None:
         client = TritonClient(self.url, timeout_s=30)
