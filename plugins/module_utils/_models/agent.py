@@ -324,7 +324,7 @@ class ModelAgent:
                 live = {r["release_id"] for r in records.values() if r}
                 self.load_failures = {k: v for k, v in self.load_failures.items() if k[0] in live}
             listing = self.introspect()
-            in_use = views_in_use(listing)
+            in_use = views_in_use(listing, self.config["triton_container_name"])
             views = view_releases(records, self.identity["instance_id"], in_use)
             wanted = wanted_versions([*views.values(), self.release])
             synced = self.sync(wanted)
