@@ -29,6 +29,11 @@ DEFAULTS: dict[str, Any] = {
     "load_timeout_s": 300,
     "sync_threads": 4,
     "smoke_inference": True,
+    # S3 connections shared by every file of every model, the size of one ranged GET, and the memory for parts
+    # waiting to be hashed in order (transfer.DownloadSettings; docs/models.md says how to size them).
+    "download_concurrency": 32,
+    "download_part_mib": 8,
+    "download_buffer_mib": 256,
 }
 REQUIRED = ("bucket", "application", "region")
 _INTEGERS = (
@@ -39,6 +44,9 @@ _INTEGERS = (
     "boot_attempts",
     "load_timeout_s",
     "sync_threads",
+    "download_concurrency",
+    "download_part_mib",
+    "download_buffer_mib",
 )
 
 
@@ -72,6 +80,11 @@ def parse_config(raw: bytes, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: boot_retry_delay_s={config['boot_retry_delay_s']!r}; expected seconds >= 0")
     if not isinstance(config["smoke_inference"], bool):
         raise ConfigError(f"{where}: smoke_inference={config['smoke_inference']!r}; expected true or false")
+    if config["download_buffer_mib"] < config["download_part_mib"]:
+        raise ConfigError(
+            f"{where}: download_buffer_mib={config['download_buffer_mib']} is smaller than download_part_mib="
+            f"{config['download_part_mib']}; it holds the parts waiting to be hashed: give it at least one part"
+        )
     if not os.path.isabs(str(config["host_path"])):
         raise ConfigError(f"{where}: host_path={config['host_path']!r}; expected an absolute path (the model host path)")
     return config

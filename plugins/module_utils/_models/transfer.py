@@ -30,6 +30,7 @@ import base64
 import collections
 import contextlib
 import hashlib
+import json
 import os
 import threading
 import time
@@ -40,6 +41,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.local_repository import read_raw, write_atomic
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError
 
 MIB = 1024 * 1024
@@ -432,7 +434,10 @@ def downloads_for(s3: Any, downloads: Downloads | None, settings: DownloadSettin
         yield own
 
 
-# ---------------------------------------------------------------- figures
+# ---------------------------------------------------------------- figures (the agent's boot hydration)
+
+# Next to the models, on the instance store: wiped with it on a stop/start, when the next boot hydrates again.
+HYDRATION_FILE = ".hydration.json"
 
 
 def transfer_figures(bytes_moved: int, files: int, started: float, ended: float) -> dict[str, Any]:
@@ -446,3 +451,39 @@ def transfer_figures(bytes_moved: int, files: int, started: float, ended: float)
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
     }
+
+
+class HydrationMeter:
+    """Measures one hydration on a shared Downloads: what it fetched, from when to when."""
+
+    def __init__(self, downloads: Downloads) -> None:
+        self.downloads = downloads
+        self.started = time.time()
+        self.before = downloads.counters()
+
+    def figures(self) -> dict[str, Any]:
+        moved, files = self.downloads.counters()
+        return transfer_figures(moved - self.before[0], files - self.before[1], self.started, time.time())
+
+
+def agent_download_settings(config: dict[str, Any]) -> DownloadSettings:
+    """The model agent's download settings from its configuration file's keys."""
+    return DownloadSettings.from_mib(
+        config["download_concurrency"], config["download_part_mib"], config["download_buffer_mib"], "model agent configuration"
+    )
+
+
+def save_hydration(host_path: str, figures: dict[str, Any]) -> None:
+    """Keeps the boot hydration's figures for the serving agent (another process) to report."""
+    os.makedirs(host_path, exist_ok=True)
+    write_atomic(os.path.join(host_path, HYDRATION_FILE), (json.dumps(figures, sort_keys=True) + "\n").encode())
+
+
+def load_hydration(host_path: str) -> dict[str, Any] | None:
+    """The figures of this instance store's boot hydration, None when there are none (or they are unreadable)."""
+    raw = read_raw(os.path.join(host_path, HYDRATION_FILE))
+    try:
+        figures = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return figures if isinstance(figures, dict) else None
