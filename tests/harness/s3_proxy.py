@@ -43,9 +43,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .moto import MotoServer
 from .ports import free_port
 
 MIB = 1024 * 1024
+# The limits the tests use: S3's 5 GB single PUT and ~90 MB/s per connection, scaled down so that a file of a few MiB
+# already needs a multipart upload, and a single stream is visibly slower than parallel ranged GETs.
+TEST_SINGLE_PUT_LIMIT = 5 * MIB
+TEST_BYTES_PER_S = 8 * MIB
 CHUNK = 256 * 1024
 # Bodies up to this size are buffered to check their x-amz-checksum-sha256 before they reach moto.
 VERIFY_MAX_BYTES = 64 * MIB
@@ -130,6 +135,23 @@ class S3Proxy:
     def fill_lock(self, name: str) -> threading.Lock:
         with self._lock:
             return self._fill_locks.setdefault(name, threading.Lock())
+
+
+class ProxiedMoto(MotoServer):
+    """A moto server seen through an S3Proxy: `endpoint`, `client()` and `env()` reach the proxy; `request_count()`
+    is still moto's (what reached AWS's stand-in)."""
+
+    def __init__(self, moto: MotoServer, proxy: S3Proxy) -> None:
+        super().__init__(moto.log_path.parent, port=proxy.port)
+        self.log_path = moto.log_path
+        self.moto = moto
+        self.proxy = proxy
+
+    def start(self, detach: bool = False) -> ProxiedMoto:
+        raise RuntimeError("start the moto server and the proxy, then wrap them")
+
+    def stop(self) -> None:
+        self.proxy.stop()
 
 
 def _handler(proxy: S3Proxy) -> type[BaseHTTPRequestHandler]:

@@ -1,7 +1,7 @@
 """The model agent end to end on a simulated instance (tests/harness/model_agent.py).
 
-Stand-ins: a moto server for S3; the ECS agent's introspection API and IMDSv2 answered by a stand-in HTTP server
-listing real tritonserver processes (CPU, python backend) as bridge-mode tasks; the agent itself runs as on an
+Stand-ins: a moto server for S3 behind the S3-shaped proxy (tests/harness/s3_proxy.py); the ECS agent's introspection
+API and IMDSv2 answered by a stand-in HTTP server listing real tritonserver processes (CPU, python backend) as bridge-mode tasks; the agent itself runs as on an
 instance, `python3 -m ..._models.agent` in a subprocess. The full-disk case uses a real tmpfs of 1 MiB (needs root
 to mount; skipped otherwise, with that reason).
 """
@@ -63,8 +63,8 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(shared_moto_server, tmp_path):
-    fleet = Fleet(shared_moto_server, tmp_path)
+def fleet(shared_s3_moto_server, tmp_path):
+    fleet = Fleet(shared_s3_moto_server, tmp_path)
     yield fleet
     fleet.close()
 
