@@ -35,6 +35,7 @@ import http.client
 import os
 import re
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -141,7 +142,7 @@ class ProxiedMoto(MotoServer):
     """A moto server seen through an S3Proxy: `endpoint`, `client()` and `env()` reach the proxy; `request_count()`
     is still moto's (what reached AWS's stand-in)."""
 
-    def __init__(self, moto: MotoServer, proxy: S3Proxy) -> None:
+    def __init__(self, moto: MotoServer, proxy: S3Proxy | ProxyProcess) -> None:
         super().__init__(moto.log_path.parent, port=proxy.port)
         self.log_path = moto.log_path
         self.moto = moto
@@ -424,6 +425,55 @@ def _handler(proxy: S3Proxy) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class ProxyProcess:
+    """The proxy in a process of its own (its own interpreter lock: a benchmark's client threads do not slow it down).
+
+    Same `endpoint`, `describe()` and `stop()` as S3Proxy; use it as a context manager."""
+
+    def __init__(self, upstream: str, workdir: Path, bytes_per_s: int | None = None, single_put_limit: int | None = None) -> None:
+        import subprocess
+        import sys
+
+        from .triton import REPO_ROOT
+
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        command = [
+            sys.executable,
+            "-m",
+            "tests.harness.s3_proxy",
+            "--upstream",
+            upstream,
+            "--port",
+            str(self.port),
+            "--workdir",
+            str(workdir),
+        ]
+        if bytes_per_s:
+            command += ["--mib-per-s", str(bytes_per_s / MIB)]
+        if single_put_limit:
+            command += ["--put-limit-mib", str(single_put_limit / MIB)]
+        self._proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+        self._description = (self._proc.stdout.readline() if self._proc.stdout else "").strip()
+        if not self._description:
+            self._proc.kill()
+            raise RuntimeError(f"the S3-shaped proxy did not start (exit {self._proc.wait()})")
+
+    def describe(self) -> str:
+        return self._description
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(10)
+
+    def __enter__(self) -> ProxyProcess:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serves a proxy in the foreground: python -m tests.harness.s3_proxy --upstream URL [--mib-per-s N] [--put-limit-mib N]."""
     import argparse
@@ -443,8 +493,10 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
     ).start()
     print(proxy.describe(), flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     try:
-        threading.Event().wait()
+        stopped.wait()
     except KeyboardInterrupt:
         pass
     finally:

@@ -163,3 +163,17 @@ def test_the_modules_publish_and_sync_a_large_file_in_four_steps_each(shared_s3_
     assert run.rc == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert (tmp_path / "host" / "big" / "1" / "weights.bin").read_bytes() == (version_dir / "weights.bin").read_bytes()
     assert shared_s3_moto_server.proxy.stats["ranged_gets"] > 0
+
+
+def test_the_fleet_role_puts_the_abort_incomplete_multipart_upload_rule_once_and_keeps_other_rules(shared_s3_moto_server, bucket):
+    raw = shared_s3_moto_server.client("s3")
+    other = {"ID": "logs-expire", "Filter": {"Prefix": "logs/"}, "Status": "Enabled", "Expiration": {"Days": 30}}
+    raw.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [other]})
+    run = run_playbook(PLAYBOOKS / "model_bucket_lifecycle.yml", {"aws_endpoint_url": shared_s3_moto_server.endpoint, "bucket": bucket})
+    assert run.rc == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    steps = [r.get("changed") for t in run.tasks if "Abort the model bucket" in t["name"] for r in t["hosts"].values()]
+    assert steps == [True, False]
+    rules = {r["ID"]: r for r in raw.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]}
+    assert rules["inferops-abort-incomplete-model-uploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    assert rules["inferops-abort-incomplete-model-uploads"]["Filter"] == {"Prefix": "models/"}
+    assert rules["logs-expire"]["Expiration"] == {"Days": 30}

@@ -330,7 +330,8 @@ class Downloads:
             try:
                 body = _s3.get_range(self.s3, bucket, key, start, end, etag)
                 while got < want:
-                    n = body.readinto(view[got:])
+                    # A chunk at a time: urllib3 reads into a temporary of the size asked for, so memory stays one chunk.
+                    n = body.readinto(view[got : got + _s3.CHUNK_BYTES])
                     if not n:
                         break
                     got += n
