@@ -1,6 +1,7 @@
 """Real-size models (issue 23): publish above the single-PUT limit, hydrate a new instance at its bandwidth.
 
-Everything goes through the S3-shaped proxy (tests/harness/s3_proxy.py) in front of a moto server on loopback, with
+Everything goes through the S3-shaped proxy (tests/harness/s3_proxy.py, in a process of its own) in front of a moto
+server on loopback, with
 S3's two limits scaled down to this machine: a per-connection throughput cap (S3: ~90 MB/s per connection) and a
 single-PUT limit (S3: 5 GB), both printed first. The release is one large file (LARGE_BYTES, >= 2 GiB, incompressible
 bytes: a TensorRT-LLM engine's shape) plus SMALL_FILES small ones (tokenizer, configs).
@@ -53,7 +54,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publis
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402
 from tests.harness.moto import REGION, MotoServer  # noqa: E402
-from tests.harness.s3_proxy import MIB, ProxiedMoto, S3Proxy  # noqa: E402
+from tests.harness.s3_proxy import MIB, ProxiedMoto, ProxyProcess  # noqa: E402
 from tests.harness.triton import model_config  # noqa: E402
 
 BUCKET = "large-models-bench"
@@ -116,6 +117,20 @@ def publish_figure(moto: ProxiedMoto, source: Path, put_limit: int) -> tuple[int
     return int(bool(verified)), result
 
 
+_SCRATCH = threading.local()
+
+
+def count_range(client, key: str, span: tuple[int, int]) -> int:
+    """One ranged GET read to the end in chunks of 1 MiB (as the agent reads), the bytes only counted."""
+    body = client.get_object(Bucket=BUCKET, Key=key, Range=f"bytes={span[0]}-{span[1]}")["Body"]
+    if not hasattr(_SCRATCH, "view"):
+        _SCRATCH.view = memoryview(bytearray(MIB))
+    got = 0
+    while n := body.readinto(_SCRATCH.view):
+        got += n
+    return got
+
+
 def most_the_proxy_serves(moto: ProxiedMoto, key: str, size: int, part_bytes: int) -> tuple[float, int]:
     """(bytes per second, connections): parallel ranged GETs of `key` that only count the bytes, best of PROBE_CONNECTIONS."""
     moto.client("s3").get_object(Bucket=BUCKET, Key=key, Range="bytes=0-0")["Body"].read()  # the proxy's cache, filled untimed
@@ -129,21 +144,9 @@ def most_the_proxy_serves(moto: ProxiedMoto, key: str, size: int, part_bytes: in
             aws_secret_access_key="testing",
             config=Config(max_pool_connections=connections + 2),
         )
-        ranges = transfer.part_ranges(size, part_bytes)
-        buffers = threading.local()
-
-        def fetch(span: tuple[int, int], client=client) -> int:
-            body = client.get_object(Bucket=BUCKET, Key=key, Range=f"bytes={span[0]}-{span[1]}")["Body"]
-            if not hasattr(buffers, "view"):
-                buffers.view = memoryview(bytearray(part_bytes))
-            got = 0
-            while n := body.readinto(buffers.view):
-                got += n
-            return got
-
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=connections) as pool:
-            moved = sum(pool.map(fetch, ranges))
+            moved = sum(pool.map(lambda span, client=client: count_range(client, key, span), transfer.part_ranges(size, part_bytes)))
         rate = moved / (time.monotonic() - started)
         print(f"# parallel ranged GETs, {connections} connections: {rate / MIB:.0f} MiB/s", flush=True)
         if moved != size:
@@ -198,7 +201,7 @@ def aws_cli_version() -> str:
 
 def figures(work: Path, large_bytes: int, bytes_per_s: int, put_limit: int) -> dict[str, float]:
     moto = MotoServer(work).start()
-    proxy = S3Proxy(moto.endpoint, work, bytes_per_s=bytes_per_s, single_put_limit=put_limit).start()
+    proxy = ProxyProcess(moto.endpoint, work, bytes_per_s=bytes_per_s, single_put_limit=put_limit)
     proxied = ProxiedMoto(moto, proxy)
     try:
         print(f"# {proxy.describe()}", flush=True)

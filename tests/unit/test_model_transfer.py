@@ -289,17 +289,21 @@ def test_publish_refuses_a_multipart_object_whose_composite_does_not_match(tmp_p
 # ---------------------------------------------------------------- ranged downloads
 
 
-def test_ranged_parts_land_out_of_order_are_hashed_in_order_and_memory_stays_within_the_buffer(tmp_path):
+@pytest.mark.parametrize("buffered", [1, 4, 64])
+def test_ranged_parts_land_out_of_order_are_hashed_in_order_and_memory_stays_within_the_buffer(tmp_path, buffered):
+    """With room for every part, all are hashed from memory; with less, the rest from the file they were written to."""
     s3 = MultipartS3(jitter_s=0.02)
     data = data_of(3 * MIB + 123)
     s3.put_object(True, "b", "k", data)
-    settings = transfer.DownloadSettings(concurrency=8, part_bytes=64 * 1024, buffer_bytes=4 * 64 * 1024)
+    settings = transfer.DownloadSettings(concurrency=8, part_bytes=64 * 1024, buffer_bytes=buffered * 64 * 1024)
     with transfer.Downloads(s3, settings) as downloads:
         size, sha = downloads.fetch_ranged("b", "k", str(tmp_path / "out"), len(data))
         assert downloads.counters() == (len(data), 1)
+        assert 1 <= downloads._buffers.peak_in_use <= buffered
+        assert downloads._buffers.available() == buffered
     assert (size, sha) == (len(data), hashlib.sha256(data).hexdigest())
     assert (tmp_path / "out").read_bytes() == data
-    assert s3.max_open_ranges <= 4  # never more parts in memory than the buffer holds
+    assert s3.max_open_ranges <= 8  # the connections
     ranges = [c[2] for c in s3.calls if c[0] == "get"]
     assert len(ranges) == len(transfer.part_ranges(len(data), 64 * 1024))
 
@@ -340,7 +344,7 @@ def test_a_failed_part_stops_the_file_and_gives_every_buffer_back(tmp_path):
             downloads.fetch_ranged("b", "k", str(tmp_path / "out"), len(data))
         s3.get_object = original
         assert downloads.fetch_ranged("b", "k", str(tmp_path / "again"), len(data))[1] == hashlib.sha256(data).hexdigest()
-        assert downloads._buffers._value == settings.buffered_parts
+        assert downloads._buffers.available() == settings.buffered_parts
 
 
 def test_sync_fetches_large_files_ranged_small_ones_whole_and_refuses_a_corrupt_one(tmp_path):

@@ -88,6 +88,11 @@ class DownloadSettings:
     def buffered_parts(self) -> int:
         return max(1, self.buffer_bytes // self.part_bytes)
 
+    @property
+    def window_parts(self) -> int:
+        """How far ahead of the hash parts are requested: every connection busy, and the buffer's worth beyond."""
+        return max(2 * self.concurrency, self.buffered_parts)
+
 
 @dataclass(frozen=True)
 class UploadSettings:
@@ -275,6 +280,48 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         data, offset = data[written:], offset + written
 
 
+def _hash_from_file(digest: Any, fd: int, offset: int, length: int) -> None:
+    """Hashes bytes the sync has just written (in the page cache), a chunk at a time."""
+    while length:
+        chunk = os.pread(fd, min(_s3.CHUNK_BYTES, length), offset)
+        if not chunk:
+            raise TransferError(f"the staging file ended at byte {offset}, before the part written there")
+        digest.update(chunk)
+        offset, length = offset + len(chunk), length - len(chunk)
+
+
+class BufferPool:
+    """At most `count` part buffers, reused (a fresh 8 MiB buffer costs its page faults again); never blocks."""
+
+    def __init__(self, count: int, size: int) -> None:
+        self.size = size
+        self.count = count
+        self.peak_in_use = 0
+        self._left = count
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bytearray | None:
+        """A buffer of at least `size` bytes, or None when all are in use."""
+        with self._lock:
+            if size > self.size or not (self._free or self._left):
+                return None
+            buf = self._free.pop() if self._free else None
+            if buf is None:
+                self._left -= 1
+            self.peak_in_use = max(self.peak_in_use, self.count - self._left - len(self._free))
+        return buf if buf is not None else bytearray(self.size)
+
+    def give(self, buf: bytearray | None) -> None:
+        if buf is not None:
+            with self._lock:
+                self._free.append(buf)
+
+    def available(self) -> int:
+        with self._lock:
+            return self._left + len(self._free)
+
+
 class Downloads:
     """A pool of connections shared by every file of a sync (and, in the agent, of every model), with its figures.
 
@@ -286,7 +333,7 @@ class Downloads:
         self.s3 = s3
         self.settings = settings or DownloadSettings()
         self._pool = ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="s3-get")
-        self._buffers = threading.BoundedSemaphore(self.settings.buffered_parts)
+        self._buffers = BufferPool(self.settings.buffered_parts, self.settings.part_bytes)
         self._lock = threading.Lock()
         self.bytes = 0
         self.files = 0
@@ -320,38 +367,49 @@ class Downloads:
         self._count(size, ranged=False)
         return size, sha
 
-    def _part(self, bucket: str, key: str, etag: str | None, fd: int, start: int, end: int) -> bytearray:
-        """One ranged GET into a buffer, written at its offset; the buffer goes back to be hashed in order."""
+    def _part(self, bucket: str, key: str, etag: str | None, fd: int, start: int, end: int) -> bytearray | None:
+        """One ranged GET written at its offset. Returns the buffer it landed in, for the file's thread to hash, or
+        None when the buffer was full: the part then went to the file chunk by chunk, to be hashed from there."""
         want = end - start + 1
+        buf = self._buffers.take(want)
         for attempt in range(1, PART_ATTEMPTS + 1):
-            buf = bytearray(want)
-            view = memoryview(buf)
             got = 0
             try:
                 body = _s3.get_range(self.s3, bucket, key, start, end, etag)
-                while got < want:
-                    # A chunk at a time: urllib3 reads into a temporary of the size asked for, so memory stays one chunk.
-                    n = body.readinto(view[got : got + _s3.CHUNK_BYTES])
-                    if not n:
-                        break
-                    got += n
+                if buf is not None:
+                    view = memoryview(buf)[:want]
+                    while got < want:
+                        # A chunk at a time: urllib3 reads into a temporary of the size asked for.
+                        n = body.readinto(view[got : got + _s3.CHUNK_BYTES])
+                        if not n:
+                            break
+                        got += n
+                else:
+                    while chunk := body.read(_s3.CHUNK_BYTES):
+                        _pwrite_all(fd, memoryview(chunk)[: max(want - got, 0)], start + got)
+                        got += len(chunk)
                 body.close()
             except _RETRIED_READS:
-                if attempt == PART_ATTEMPTS:
-                    raise
-                continue
+                if attempt < PART_ATTEMPTS:
+                    continue
+                self._buffers.give(buf)
+                raise
             if got != want:
-                if attempt == PART_ATTEMPTS:
-                    raise TransferError(f"s3://{bucket}/{key}: bytes {start}-{end} came back short ({got} of {want}); the download was cut")
-                continue
-            _pwrite_all(fd, view, start)
+                if attempt < PART_ATTEMPTS:
+                    continue
+                self._buffers.give(buf)
+                raise TransferError(f"s3://{bucket}/{key}: bytes {start}-{end} came back short ({got} of {want}); the download was cut")
+            if buf is not None:
+                _pwrite_all(fd, memoryview(buf)[:want], start)
             return buf
         raise AssertionError("unreachable")  # pragma: no cover
 
     def fetch_ranged(self, bucket: str, key: str, dest: str, size: int) -> tuple[int, str]:
         """Parallel ranged GETs into a preallocated `dest`, hashed in file order as they land; returns (size, sha256).
 
-        Call it from a thread outside the pool (the sync's own): it waits on the pool's workers.
+        Parts are requested up to `window` parts ahead of the hash, so every connection stays busy while the hash
+        catches up; a part hashed from the file (the buffer was full when it landed) was written a moment before and
+        is read back from the page cache. Call it from a thread outside the pool (the sync's own).
         """
         head = _s3.head(self.s3, bucket, key)
         if head is None:
@@ -361,32 +419,31 @@ class Downloads:
             return head.get("ContentLength", -1), ""
         etag = head.get("ETag")
         ranges = part_ranges(size, self.settings.part_bytes)
+        window = self.settings.window_parts
         digest = hashlib.sha256()
         pending: collections.deque[Future] = collections.deque()
-        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(dest, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             preallocate(fd, size)
             submitted = 0
             try:
-                while submitted < len(ranges) or pending:
-                    # Another part while the buffer has room; with nothing in flight, wait for room (never a deadlock:
-                    # every held buffer belongs to a part in flight, which lands and is hashed by its own file's thread).
-                    while submitted < len(ranges) and self._buffers.acquire(blocking=not pending):
+                for index, (start, end) in enumerate(ranges):
+                    while submitted < len(ranges) and submitted < index + window:
                         pending.append(self._pool.submit(self._part, bucket, key, etag, fd, *ranges[submitted]))
                         submitted += 1
-                    landed = pending.popleft()
-                    try:
-                        digest.update(landed.result())
-                    finally:
-                        self._buffers.release()
+                    buf = pending.popleft().result()
+                    if buf is None:
+                        _hash_from_file(digest, fd, start, end - start + 1)
+                    else:
+                        digest.update(memoryview(buf)[: end - start + 1])
+                        self._buffers.give(buf)
             finally:
                 for future in pending:  # after a failure: let the parts in flight finish before the file is closed
                     future.cancel()
                 for future in pending:
                     if not future.cancelled():
                         with contextlib.suppress(BaseException):
-                            future.result()
-                    self._buffers.release()
+                            self._buffers.give(future.result())
             os.fsync(fd)
         finally:
             os.close(fd)
