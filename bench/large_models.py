@@ -21,6 +21,10 @@ bytes: a TensorRT-LLM engine's shape) plus SMALL_FILES small ones (tokenizer, co
 - `cold_start_seconds`: boot hydration of that release to ECS start: from the start of the agent's `--boot` (the unit
   ordered right after instance storage) to its exit 0, the moment systemd starts ecs.service. Reported.
 
+The simulated instance's instance store is a tmpfs when one has room (an instance-store NVMe RAID writes GB/s; this
+machine's virtual disk writes a few hundred MB/s with fsync, and would be the figure instead), stated in the output;
+the peer writes there too.
+
 Exits non-zero only when it cannot measure (a server does not start, a hydration fails or is not verified).
 `--large-mib` and `--mib-per-s` change the size and the cap (e.g. a quick run: --large-mib 256).
 """
@@ -155,11 +159,20 @@ def most_the_proxy_serves(moto: ProxiedMoto, key: str, size: int, part_bytes: in
     return best
 
 
-def boot_hydration(moto: ProxiedMoto, work: Path) -> dict:
+def instance_store(work: Path, large_bytes: int) -> Path:
+    """Where the simulated instance's instance store is: a tmpfs when one has room (an instance-store NVMe RAID writes
+    GB/s; this machine's virtual disk writes a few hundred MB/s and would be the figure), else the work directory."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and shutil.disk_usage(shm).free > 3 * large_bytes:
+        return Path(tempfile.mkdtemp(prefix="bench-large-models-store-", dir=shm))
+    return work
+
+
+def boot_hydration(moto: ProxiedMoto, store: Path) -> dict:
     """The agent's --boot on a simulated instance: wall seconds, peak RSS, its status object's hydration figures."""
-    instance = SimulatedInstance(work / "instance", moto, BUCKET, PREFIX, APP, "i-0000000000000b23", boot_attempts=1)
+    instance = SimulatedInstance(store / "instance", moto, BUCKET, PREFIX, APP, "i-0000000000000b23", boot_attempts=1)
     try:
-        log = (work / "agent-boot.log").open("w")
+        log = (store / "agent-boot.log").open("w")
         started = time.monotonic()
         proc = subprocess.Popen(instance.command("--boot"), env=instance.env(), stdout=log, stderr=subprocess.STDOUT)
         _pid, status, usage = os.wait4(proc.pid, 0)
@@ -168,7 +181,7 @@ def boot_hydration(moto: ProxiedMoto, work: Path) -> dict:
         log.close()
         complete = _model_sync.complete_versions(str(instance.host_path / MODEL), MODEL)
         if proc.returncode != 0 or complete != [1]:
-            tail = (work / "agent-boot.log").read_text()[-3000:]
+            tail = (store / "agent-boot.log").read_text()[-3000:]
             raise RuntimeError(f"the agent's boot hydration failed (exit {proc.returncode}, on disk {complete}): {tail}")
         reported = (instance.status() or {}).get("hydration")
         if not reported or not reported.get("throughput_bytes_per_s"):
@@ -203,6 +216,7 @@ def figures(work: Path, large_bytes: int, bytes_per_s: int, put_limit: int) -> d
     moto = MotoServer(work).start()
     proxy = ProxyProcess(moto.endpoint, work, bytes_per_s=bytes_per_s, single_put_limit=put_limit)
     proxied = ProxiedMoto(moto, proxy)
+    store = work
     try:
         print(f"# {proxy.describe()}", flush=True)
         print(
@@ -219,7 +233,9 @@ def figures(work: Path, large_bytes: int, bytes_per_s: int, put_limit: int) -> d
         part_bytes = transfer.DownloadSettings().part_bytes
         most, connections = most_the_proxy_serves(proxied, key, large_bytes, part_bytes)
 
-        boot = boot_hydration(proxied, work)
+        store = instance_store(work, large_bytes)
+        print(f"# instance store: {'tmpfs ' if str(store).startswith('/dev/shm') else ''}{store}", flush=True)
+        boot = boot_hydration(proxied, store)
         hydration = boot["hydration"]
         print(
             f"# agent --boot: {boot['seconds']:.1f} s; status object hydration: {hydration['bytes']} bytes, "
@@ -228,11 +244,13 @@ def figures(work: Path, large_bytes: int, bytes_per_s: int, put_limit: int) -> d
             flush=True,
         )
         shutil.rmtree(boot["host_path"])
-        peer = peer_hydration(proxied, work, result["manifest"])
+        peer = peer_hydration(proxied, store, result["manifest"])
         print(f"# peer: {peer:.1f} s", flush=True)
     finally:
         proxy.stop()
         moto.stop()
+        if store != work:
+            shutil.rmtree(store, ignore_errors=True)
     return {
         "publish_over_single_put_limit": published,
         "hydrate_throughput_fraction": round(hydration["throughput_bytes_per_s"] / most, 3),

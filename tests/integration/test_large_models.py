@@ -9,6 +9,8 @@ large file would pass here and fail, or crawl, on AWS.
 from __future__ import annotations
 
 import hashlib
+import signal
+import subprocess
 import time
 import uuid
 
@@ -16,11 +18,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import transfer
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_key
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import sync_version
 from tests.harness.ansible import run_playbook
+from tests.harness.model_agent import SimulatedInstance, write_release
 from tests.harness.model_versions import make_version, weights
 from tests.harness.s3_proxy import TEST_BYTES_PER_S, TEST_SINGLE_PUT_LIMIT
 
@@ -177,3 +181,44 @@ def test_the_fleet_role_puts_the_abort_incomplete_multipart_upload_rule_once_and
     assert rules["inferops-abort-incomplete-model-uploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
     assert rules["inferops-abort-incomplete-model-uploads"]["Filter"] == {"Prefix": "models/"}
     assert rules["logs-expire"]["Expiration"] == {"Days": 30}
+
+
+def test_the_agent_hydrates_a_large_file_ranged_reports_its_figures_and_a_kill_mid_file_leaves_no_version(
+    shared_s3_moto_server, s3, bucket, tmp_path
+):
+    """The agent's --boot (a subprocess, as on an instance) through the capped proxy; SIGKILL while the large file's
+    parts land: no version directory, only staging, which the next boot removes; its status reports the figures."""
+    version_dir, config = large_version(tmp_path, size=24 * MIB)
+    publish_version(s3, bucket, "p", "big", 1, str(version_dir), str(config), upload=SCALED_UPLOAD)
+    write_release(shared_s3_moto_server, bucket, "p", "triton", "r-large", {"big": 1})
+    instance = SimulatedInstance(
+        tmp_path / "instance", shared_s3_moto_server, bucket, "p", "triton", "i-0000000000000023", boot_attempts=1,
+        download_concurrency=4, download_part_mib=1, download_buffer_mib=2,
+    )  # fmt: skip
+    model_dir = instance.host_path / "big"
+    try:
+        agent = subprocess.Popen(instance.command("--boot"), env=instance.env(), stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not list(model_dir.glob(".staging-*/weights.bin")):
+            assert time.monotonic() < deadline and agent.poll() is None, "the agent never started the large file"
+            time.sleep(0.01)
+        time.sleep(0.3)  # some parts landed, most not (4 connections of 8 MiB/s for 24 MiB)
+        agent.send_signal(signal.SIGKILL)
+        agent.wait(10)
+        assert not (model_dir / "1").exists() and _model_sync.stale_entries(str(model_dir))
+
+        boot = instance.run("--boot")
+        assert boot.returncode == 0, boot.stderr[-3000:]
+        assert _model_sync.complete_versions(str(model_dir), "big") == [1] and not _model_sync.stale_entries(str(model_dir))
+        assert (model_dir / "1" / "weights.bin").read_bytes() == (version_dir / "weights.bin").read_bytes()
+        hydration = instance.status()["hydration"]
+        total = sum(f.stat().st_size for f in version_dir.iterdir())
+        assert hydration["bytes"] == total and hydration["files"] == 2
+        assert hydration["seconds"] > 0 and abs(hydration["throughput_bytes_per_s"] - total / hydration["seconds"]) < total * 0.01
+        # 4 connections of 8 MiB/s: more than one connection's worth, at most four
+        assert TEST_BYTES_PER_S < hydration["throughput_bytes_per_s"] <= 4.2 * TEST_BYTES_PER_S, hydration
+
+        instance.run("--once")  # the serving agent, another process, reports the boot's figures
+        assert instance.status()["hydration"] == hydration
+    finally:
+        instance.stop()

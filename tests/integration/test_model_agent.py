@@ -26,6 +26,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_key, parse_manifest
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.transfer import UploadSettings
 from tests.harness.model_agent import SimulatedInstance, write_release
 from tests.harness.model_versions import make_version
 
@@ -47,7 +48,10 @@ class Fleet:
 
     def publish(self, version: int, model: str = MODEL, **kwargs) -> None:
         version_dir, config = make_version(self.tmp_path / "source", model, version, **kwargs)
-        publish_version(self.s3, self.bucket, PREFIX, model, version, str(version_dir), str(config))
+        # Multipart above the proxy's single-PUT limit (5 MiB), as model_publish is told for S3's 5 GB.
+        publish_version(
+            self.s3, self.bucket, PREFIX, model, version, str(version_dir), str(config), upload=UploadSettings.from_mib(5, 5, 4)
+        )
 
     def release(self, release_id: str, models: dict[str, int]) -> None:
         write_release(self.moto, self.bucket, PREFIX, APP, release_id, models)
