@@ -178,7 +178,7 @@ def _handler(proxy: S3Proxy) -> type[BaseHTTPRequestHandler]:
         def _parts(self) -> tuple[str, str, dict[str, list[str]]]:
             """(bucket, key, query) of a path-style S3 request ('' when absent)."""
             split = urlsplit(self.path)
-            bucket, _, key = unquote(split.path).lstrip("/").partition("/")
+            bucket, _sep, key = unquote(split.path).lstrip("/").partition("/")
             return bucket, key, parse_qs(split.query, keep_blank_values=True)
 
         def _declared_size(self) -> int | None:
@@ -293,7 +293,7 @@ def _handler(proxy: S3Proxy) -> type[BaseHTTPRequestHandler]:
                 chunks: Any = [data]
             else:
                 chunks = iter(lambda: resp.read(CHUNK), b"") if body_expected else []
-            has_length = any(k.lower() == "content-length" for k, _ in headers)
+            has_length = any(k.lower() == "content-length" for k, _value in headers)
             self.send_response_only(resp.status, resp.reason)
             for name, value in headers:
                 self.send_header(name, value)

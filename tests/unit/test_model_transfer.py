@@ -108,8 +108,8 @@ class MultipartS3(OnePageListings):
         self.calls.append(("complete", Key))
         upload = self.uploads.pop(UploadId)
         parts = [upload["parts"][p["PartNumber"]] for p in MultipartUpload["Parts"]]
-        data = b"".join(body for body, _ in parts)
-        composite = transfer.composite_sha256([hashlib.sha256(body).digest() for body, _ in parts])
+        data = b"".join(body for body, _checksum in parts)
+        composite = transfer.composite_sha256([hashlib.sha256(body).digest() for body, _checksum in parts])
         self.objects[Key] = (data, composite, self._etag(data))
 
     def abort_multipart_upload(self, aws_retry, Bucket, Key, UploadId):

@@ -52,7 +52,6 @@ S3_MAX_PARTS = 10_000
 S3_MAX_OBJECT_BYTES = 5 * 1024**4
 # A ranged GET cut mid-body (a reset connection, a read timeout) is fetched again, this many times in all.
 PART_ATTEMPTS = 3
-_RETRIED_READS = (BotoCoreError, ConnectionError, TimeoutError)
 
 
 class TransferError(ManifestError):
@@ -148,8 +147,8 @@ def composite_matches(stored: str | None, composite: str) -> bool:
     ``-<parts>`` on HeadObject, so the part count is compared only when it is there."""
     if not stored:
         return False
-    digest, _, count = stored.partition("-")
-    want_digest, _, want_count = composite.partition("-")
+    digest, _sep, count = stored.partition("-")
+    want_digest, _sep, want_count = composite.partition("-")
     return digest == want_digest and count in ("", want_count)
 
 
@@ -389,7 +388,7 @@ class Downloads:
                         _pwrite_all(fd, memoryview(chunk)[: max(want - got, 0)], start + got)
                         got += len(chunk)
                 body.close()
-            except _RETRIED_READS:
+            except (BotoCoreError, ConnectionError, TimeoutError):  # a body cut mid-read: fetch the part again
                 if attempt < PART_ATTEMPTS:
                     continue
                 self._buffers.give(buf)
