@@ -11,9 +11,11 @@ every model, of a sync. A file of at most ``part_bytes`` is one GET (several fil
 as ranged GETs of ``part_bytes`` into a preallocated staging file: each worker writes its part at its offset, and the
 thread that drives the file hashes the parts in file order as they land, from the buffers the workers filled. The
 SHA-256 checked against the manifest therefore costs no second read of the file, and nothing unverified is renamed
-into place (the caller checks size and SHA-256 before its rename). Parts waiting in memory to be hashed count
-against ``buffer_bytes`` across all files: memory stays bounded whatever the file size. Every part of one file is read
-with If-Match on the ETag its HEAD returned, so a file is never stitched from two versions of an object.
+into place (the caller checks size and SHA-256 before its rename). Parts held in memory until hashed count against
+``buffer_bytes`` across all files, so memory stays bounded whatever the file size; a part that lands while that buffer
+is full goes to the file chunk by chunk and is hashed from the page cache it was just written to, so a slow part
+never idles the other connections. Every part of one file is read with If-Match on the ETag its HEAD returned, so a
+file is never stitched from two versions of an object.
 
 Uploads: files above ``multipart_threshold_bytes`` go up as multipart uploads, their parts sent in parallel, each with
 the SHA-256 computed in the one local pass that also computes the file's SHA-256 for the manifest; S3 refuses a part
