@@ -93,7 +93,12 @@ class MultipartS3(OnePageListings):
     def create_multipart_upload(self, aws_retry, Bucket, Key, ChecksumAlgorithm):
         self._ids += 1
         upload_id = f"u{self._ids}"
-        self.uploads[upload_id] = {"Key": Key, "parts": {}, "Initiated": f"2026-01-01T00:00:{self._ids:02d}Z"}
+        self.uploads[upload_id] = {
+            "Key": Key,
+            "parts": {},
+            "Initiated": f"2026-01-01T00:00:{self._ids:02d}Z",
+            "Algorithm": ChecksumAlgorithm,
+        }
         self.calls.append(("create", Key))
         return {"UploadId": upload_id}
 
@@ -119,7 +124,9 @@ class MultipartS3(OnePageListings):
 
     def list_multipart_uploads(self, aws_retry, Bucket, Prefix):
         found = [
-            {"Key": u["Key"], "UploadId": i, "Initiated": u["Initiated"]} for i, u in self.uploads.items() if u["Key"].startswith(Prefix)
+            {"Key": u["Key"], "UploadId": i, "Initiated": u["Initiated"], "ChecksumAlgorithm": u["Algorithm"]}
+            for i, u in self.uploads.items()
+            if u["Key"].startswith(Prefix)
         ]
         return {"Uploads": found}
 
@@ -224,13 +231,16 @@ def test_an_interrupted_upload_is_resumed_from_the_parts_s3_holds_and_stale_ones
     (tmp_path / "f").write_bytes(data)
     _size, _sha, digests = transfer.file_digests(str(tmp_path / "f"), 5 * MIB)
     stale = s3.create_multipart_upload(True, "b", "k", "SHA256")["UploadId"]
+    other = s3.create_multipart_upload(True, "b", "k", "CRC32")["UploadId"]  # newer, but its parts carry no SHA-256
     upload = s3.create_multipart_upload(True, "b", "k", "SHA256")["UploadId"]
+    s3.uploads[other]["Initiated"] = "2026-01-01T00:09:00Z"
     s3.upload_part(True, "b", "k", upload, 1, data[: 5 * MIB], sha_b64(data[: 5 * MIB]))  # what a killed publish left
     s3.upload_part(True, "b", "k", upload, 2, b"x" * 5 * MIB, sha_b64(b"x" * 5 * MIB))  # a part of older content
     s3.calls.clear()
     sent = transfer.upload_multipart(s3, "b", "k", str(tmp_path / "f"), 5 * MIB, digests, 4)
     assert sent == {"upload_id": upload, "parts": 3, "resumed_parts": [1]}
-    assert ("abort", "k", stale) in s3.calls and sorted(c[2] for c in s3.calls if c[0] == "part") == [2, 3]
+    assert ("abort", "k", stale) in s3.calls and ("abort", "k", other) in s3.calls
+    assert sorted(c[2] for c in s3.calls if c[0] == "part") == [2, 3]
     assert s3.objects["k"][0] == data and not s3.uploads
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import collections
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -220,9 +221,12 @@ def upload_multipart(
     if len(ranges) != len(part_digests):
         raise TransferError(f"{path} changed size while publishing ({size} bytes now); publish again")
     unfinished = _s3.list_multipart_uploads(s3, bucket, key)
-    upload_id = unfinished[-1]["UploadId"] if unfinished else None
-    for stale in unfinished[:-1]:
-        _s3.abort_multipart_upload(s3, bucket, key, stale["UploadId"])
+    # Only an upload whose parts carry SHA-256 checksums can be resumed (and completed with them).
+    resumable = [u for u in unfinished if u.get("ChecksumAlgorithm") == "SHA256"]
+    upload_id = resumable[-1]["UploadId"] if resumable else None
+    for stale in unfinished:
+        if stale["UploadId"] != upload_id:
+            _s3.abort_multipart_upload(s3, bucket, key, stale["UploadId"])
     done = resumable_parts(_s3.list_parts(s3, bucket, key, upload_id), ranges, part_digests) if upload_id else {}
     resumed = sorted(done)
     if upload_id is None:
@@ -270,7 +274,7 @@ def preallocate(fd: int, size: int) -> None:
         if size:
             os.posix_fallocate(fd, 0, size)
     except OSError as err:
-        if err.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: a filesystem without fallocate
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without fallocate
             raise
         os.ftruncate(fd, size)
 
