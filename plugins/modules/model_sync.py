@@ -79,7 +79,7 @@ options:
       - S3 connections at once, for every file of the version (S3 serves about 85-90 MB/s per connection; plan one per
         90 MB/s of the instance's network or disk bandwidth, whichever is lower).
     type: int
-    default: 32
+    default: 64
   download_part_mib:
     description: Size of one ranged GET in MiB; files up to this size are fetched in one GET (AWS recommends 8 or 16).
     type: int
@@ -219,7 +219,7 @@ def main() -> None:
         keep_versions=dict(type="int", default=3),
         protect_versions=dict(type="list", elements="int", default=[]),
         verify_local=dict(type="bool", default=False),
-        download_concurrency=dict(type="int", default=32),
+        download_concurrency=dict(type="int", default=64),
         download_part_mib=dict(type="int", default=8),
         download_buffer_mib=dict(type="int", default=256),
     )

@@ -400,7 +400,7 @@ def test_the_agents_download_settings_come_from_its_configuration_file():
 
     base = {"bucket": "models", "application": "triton", "region": "us-east-1"}
     config = parse_config(json.dumps(base).encode(), "model-agent.json")
-    assert transfer.agent_download_settings(config) == transfer.DownloadSettings(32, 8 * MIB, 256 * MIB)
+    assert transfer.agent_download_settings(config) == transfer.DownloadSettings(64, 8 * MIB, 256 * MIB)
     tuned = parse_config(json.dumps(dict(base, download_concurrency=64, download_part_mib=16, download_buffer_mib=512)).encode(), "f")
     assert transfer.agent_download_settings(tuned).buffered_parts == 32
     with pytest.raises(ConfigError, match="download_buffer_mib=4 is smaller than download_part_mib=8"):

@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "smoke_inference": True,
     # S3 connections shared by every file of every model, the size of one ranged GET, and the memory for parts
     # waiting to be hashed in order (transfer.DownloadSettings; docs/models.md says how to size them).
-    "download_concurrency": 32,
+    "download_concurrency": 64,
     "download_part_mib": 8,
     "download_buffer_mib": 256,
 }

@@ -9,7 +9,7 @@ connections at once, and uploaded as multipart uploads (one PutObject carries at
 Downloads (`Downloads`): one pool of ``concurrency`` connections shared by every file, and in the model agent by
 every model, of a sync. A file of at most ``part_bytes`` is one GET (several files at once). A larger file is fetched
 as ranged GETs of ``part_bytes`` into a preallocated staging file: each worker writes its part at its offset, and the
-thread that drives the file hashes the parts in file order as they land, from the buffers the workers filled. The
+thread that drives the file hashes the parts in file order as they land, from the memory the parts arrived in. The
 SHA-256 checked against the manifest therefore costs no second read of the file, and nothing unverified is renamed
 into place (the caller checks size and SHA-256 before its rename). Parts held in memory until hashed count against
 ``buffer_bytes`` across all files, so memory stays bounded whatever the file size; a part that lands while that buffer
@@ -67,9 +67,10 @@ class TransferError(ManifestError):
 @dataclass(frozen=True)
 class DownloadSettings:
     """How a sync fetches files. Defaults sized for GPU instances (g5/g6: 10-100 Gbit/s, p4d/p5: 400 Gbit/s and more):
-    32 connections at S3's ~90 MB/s each ask for ~2.9 GB/s, about what an instance-store NVMe RAID writes."""
+    64 connections at S3's ~90 MB/s each ask for ~5.8 GB/s: a 40-50 Gbit/s network (g5.12xlarge, g6.12xlarge), or
+    about what an instance-store NVMe RAID writes."""
 
-    concurrency: int = 32
+    concurrency: int = 64
     part_bytes: int = 8 * MIB
     buffer_bytes: int = 256 * MIB
 
@@ -295,36 +296,31 @@ def _hash_from_file(digest: Any, fd: int, offset: int, length: int) -> None:
         offset, length = offset + len(chunk), length - len(chunk)
 
 
-class BufferPool:
-    """At most `count` part buffers, reused (a fresh 8 MiB buffer costs its page faults again); never blocks."""
+class PartSlots:
+    """At most `count` parts held in memory at once (each up to the part size); never blocks."""
 
-    def __init__(self, count: int, size: int) -> None:
-        self.size = size
+    def __init__(self, count: int) -> None:
         self.count = count
         self.peak_in_use = 0
-        self._left = count
-        self._free: list[bytearray] = []
+        self._in_use = 0
         self._lock = threading.Lock()
 
-    def take(self, size: int) -> bytearray | None:
-        """A buffer of at least `size` bytes, or None when all are in use."""
+    def take(self) -> bool:
+        """A slot for one part, or False when all are in use."""
         with self._lock:
-            if size > self.size or not (self._free or self._left):
-                return None
-            buf = self._free.pop() if self._free else None
-            if buf is None:
-                self._left -= 1
-            self.peak_in_use = max(self.peak_in_use, self.count - self._left - len(self._free))
-        return buf if buf is not None else bytearray(self.size)
+            if self._in_use == self.count:
+                return False
+            self._in_use += 1
+            self.peak_in_use = max(self.peak_in_use, self._in_use)
+            return True
 
-    def give(self, buf: bytearray | None) -> None:
-        if buf is not None:
-            with self._lock:
-                self._free.append(buf)
+    def release(self) -> None:
+        with self._lock:
+            self._in_use -= 1
 
     def available(self) -> int:
         with self._lock:
-            return self._left + len(self._free)
+            return self.count - self._in_use
 
 
 class Downloads:
@@ -338,7 +334,7 @@ class Downloads:
         self.s3 = s3
         self.settings = settings or DownloadSettings()
         self._pool = ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="s3-get")
-        self._buffers = BufferPool(self.settings.buffered_parts, self.settings.part_bytes)
+        self._buffers = PartSlots(self.settings.buffered_parts)
         self._lock = threading.Lock()
         self.bytes = 0
         self.files = 0
@@ -372,41 +368,41 @@ class Downloads:
         self._count(size, ranged=False)
         return size, sha
 
-    def _part(self, bucket: str, key: str, etag: str | None, fd: int, start: int, end: int) -> bytearray | None:
-        """One ranged GET written at its offset. Returns the buffer it landed in, for the file's thread to hash, or
-        None when the buffer was full: the part then went to the file chunk by chunk, to be hashed from there."""
+    def _part(self, bucket: str, key: str, etag: str | None, fd: int, start: int, end: int) -> bytes | None:
+        """One ranged GET written at its offset. Returns its bytes, for the file's thread to hash, or None when every
+        memory slot was in use: the part then went to the file a chunk at a time, to be hashed from there."""
         want = end - start + 1
-        buf = self._buffers.take(want)
+        held = self._buffers.take()
         for attempt in range(1, PART_ATTEMPTS + 1):
             got = 0
+            chunks: list[bytes] = []
             try:
                 body = _s3.get_range(self.s3, bucket, key, start, end, etag)
-                if buf is not None:
-                    view = memoryview(buf)[:want]
-                    while got < want:
-                        # A chunk at a time: urllib3 reads into a temporary of the size asked for.
-                        n = body.readinto(view[got : got + _s3.CHUNK_BYTES])
-                        if not n:
-                            break
-                        got += n
-                else:
-                    while chunk := body.read(_s3.CHUNK_BYTES):
-                        _pwrite_all(fd, memoryview(chunk)[: max(want - got, 0)], start + got)
-                        got += len(chunk)
+                # With a slot, the whole part in one read (one copy, from the socket); without, a chunk at a time.
+                while got < want and (chunk := body.read(want - got if held else min(_s3.CHUNK_BYTES, want - got))):
+                    if held:
+                        chunks.append(chunk)
+                    else:
+                        _pwrite_all(fd, memoryview(chunk), start + got)
+                    got += len(chunk)
                 body.close()
             except (BotoCoreError, ConnectionError, TimeoutError):  # a body cut mid-read: fetch the part again
                 if attempt < PART_ATTEMPTS:
                     continue
-                self._buffers.give(buf)
+                if held:
+                    self._buffers.release()
                 raise
             if got != want:
                 if attempt < PART_ATTEMPTS:
                     continue
-                self._buffers.give(buf)
+                if held:
+                    self._buffers.release()
                 raise TransferError(f"s3://{bucket}/{key}: bytes {start}-{end} came back short ({got} of {want}); the download was cut")
-            if buf is not None:
-                _pwrite_all(fd, memoryview(buf)[:want], start)
-            return buf
+            if not held:
+                return None
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            _pwrite_all(fd, memoryview(data), start)
+            return data
         raise AssertionError("unreachable")  # pragma: no cover
 
     def fetch_ranged(self, bucket: str, key: str, dest: str, size: int) -> tuple[int, str]:
@@ -436,19 +432,21 @@ class Downloads:
                     while submitted < len(ranges) and submitted < index + window:
                         pending.append(self._pool.submit(self._part, bucket, key, etag, fd, *ranges[submitted]))
                         submitted += 1
-                    buf = pending.popleft().result()
-                    if buf is None:
+                    data = pending.popleft().result()
+                    if data is None:
                         _hash_from_file(digest, fd, start, end - start + 1)
                     else:
-                        digest.update(memoryview(buf)[: end - start + 1])
-                        self._buffers.give(buf)
+                        digest.update(data)
+                        self._buffers.release()
+                        del data
             finally:
                 for future in pending:  # after a failure: let the parts in flight finish before the file is closed
                     future.cancel()
                 for future in pending:
                     if not future.cancelled():
                         with contextlib.suppress(BaseException):
-                            self._buffers.give(future.result())
+                            if future.result() is not None:
+                                self._buffers.release()
             os.fsync(fd)
         finally:
             os.close(fd)
