@@ -407,3 +407,16 @@ def test_the_agents_download_settings_come_from_its_configuration_file():
         parse_config(json.dumps(dict(base, download_buffer_mib=4)).encode(), "f")
     with pytest.raises(ConfigError, match="download_concurrency=0; expected a positive integer"):
         parse_config(json.dumps(dict(base, download_concurrency=0)).encode(), "f")
+
+
+def test_preallocation_reserves_the_blocks_and_keeps_bytes_already_written(tmp_path):
+    path = tmp_path / "staging"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        os.ftruncate(fd, 4 * MIB)
+        os.pwrite(fd, b"landed", 3 * MIB)  # a part that arrived before the preallocation ran
+        transfer.preallocate(fd, 4 * MIB)
+        assert os.fstat(fd).st_size == 4 * MIB and os.fstat(fd).st_blocks * 512 >= 4 * MIB
+        assert os.pread(fd, 6, 3 * MIB) == b"landed"
+    finally:
+        os.close(fd)

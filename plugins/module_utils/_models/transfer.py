@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import collections
 import contextlib
+import ctypes
 import errno
 import hashlib
 import json
@@ -270,14 +271,20 @@ def upload_multipart(
 
 
 def preallocate(fd: int, size: int) -> None:
-    """Reserves the file's blocks up front (a full disk fails now, not mid-file); truncates where fallocate is refused."""
-    try:
-        if size:
-            os.posix_fallocate(fd, 0, size)
-    except OSError as err:
-        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without fallocate
-            raise
-        os.ftruncate(fd, size)
+    """Reserves the file's blocks (a full disk fails at once, not mid-file) with fallocate(2), which never touches
+    bytes already written, so parts may land meanwhile; a filesystem without it keeps the file sparse."""
+    os.ftruncate(fd, size)
+    if not size:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    fallocate = getattr(libc, "fallocate64", None) or getattr(libc, "fallocate", None)
+    if fallocate is None:
+        return
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if fallocate(fd, 0, 0, size) != 0:
+        code = ctypes.get_errno()
+        if code not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):  # a filesystem without fallocate
+            raise OSError(code, os.strerror(code))
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
@@ -425,13 +432,15 @@ class Downloads:
         pending: collections.deque[Future] = collections.deque()
         fd = os.open(dest, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            preallocate(fd, size)
+            os.ftruncate(fd, size)
             submitted = 0
             try:
                 for index, (start, end) in enumerate(ranges):
                     while submitted < len(ranges) and submitted < index + window:
                         pending.append(self._pool.submit(self._part, bucket, key, etag, fd, *ranges[submitted]))
                         submitted += 1
+                    if index == 0:  # while the first parts are on their way
+                        preallocate(fd, size)
                     data = pending.popleft().result()
                     if data is None:
                         _hash_from_file(digest, fd, start, end - start + 1)
