@@ -186,7 +186,14 @@ def boot_hydration(moto: ProxiedMoto, store: Path) -> dict:
         reported = (instance.status() or {}).get("hydration")
         if not reported or not reported.get("throughput_bytes_per_s"):
             raise RuntimeError(f"the agent's status object reports no hydration figures: {instance.status()}")
-        return {"seconds": seconds, "peak_rss_mib": usage.ru_maxrss / 1024, "hydration": reported, "host_path": instance.host_path}
+        cpu = usage.ru_utime + usage.ru_stime
+        return {
+            "seconds": seconds,
+            "peak_rss_mib": usage.ru_maxrss / 1024,
+            "cpu_s": cpu,
+            "hydration": reported,
+            "host_path": instance.host_path,
+        }
     finally:
         instance.stop()
 
@@ -238,7 +245,7 @@ def figures(work: Path, large_bytes: int, bytes_per_s: int, put_limit: int) -> d
         boot = boot_hydration(proxied, store)
         hydration = boot["hydration"]
         print(
-            f"# agent --boot: {boot['seconds']:.1f} s; status object hydration: {hydration['bytes']} bytes, "
+            f"# agent --boot: {boot['seconds']:.1f} s, {boot['cpu_s']:.1f} s of CPU; status object hydration: {hydration['bytes']} bytes, "
             f"{hydration['files']} files, {hydration['seconds']} s, {hydration['throughput_bytes_per_s'] / MIB:.0f} MiB/s "
             f"(the most the proxy serves: {most / MIB:.0f} MiB/s with {connections} connections)",
             flush=True,
