@@ -294,10 +294,10 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 
 
 def _hash_from_file(digest: Any, fd: int, offset: int, length: int) -> None:
-    """Hashes bytes the sync has just written (in the page cache): one read of the part where it can, as every call
-    waits for the interpreter lock behind the download threads."""
+    """Hashes bytes the sync has just written (in the page cache), a chunk at a time (a chunk's memory is reused;
+    a fresh buffer per part costs its page faults again)."""
     while length:
-        chunk = os.pread(fd, length, offset)
+        chunk = os.pread(fd, min(_s3.CHUNK_BYTES, length), offset)
         if not chunk:
             raise TransferError(f"the staging file ended at byte {offset}, before the part written there")
         digest.update(chunk)
