@@ -16,9 +16,10 @@ import base64
 import json
 import re
 import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
+
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecr as ecr_api
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
@@ -80,9 +81,11 @@ def architecture_problem(image: str, platforms: list[str], cpu_architecture: str
 
 
 def _get(url: str, headers: dict[str, str], timeout_s: float = 30) -> tuple[str, bytes]:
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # nosec: the registry the image names
+    response = open_url(url, headers=headers, timeout=timeout_s)  # the registry the image names
+    try:
         return response.headers.get("Content-Type", ""), response.read()
+    finally:
+        response.close()
 
 
 def registry_reader(ref: dict[str, str], insecure: bool, username: str = "", password: str = "") -> Callable[[str, str], tuple[str, bytes]]:
