@@ -308,6 +308,16 @@ def test_listeners_production_url_is_the_load_balancer_dns_name_and_port() -> No
     assert listeners.production_url(load_balancer, {"port": 443, "protocol": "HTTPS"}) == "https://internal-triton-1.elb.example:443"
 
 
+def test_production_url_of_a_host_header_rule_on_a_shared_listener_is_the_rule_host() -> None:
+    """The DNS name reaches the shared listener's default action, not the rule (inventories/example's production)."""
+    load_balancer = {"DNSName": "internal-shared-1.elb.example"}
+    rule = {"priority": 100, "conditions": [{"Field": "host-header", "Values": ["triton.internal.example.com"]}]}
+    production = {"port": 443, "protocol": "HTTPS", "rule": rule}
+    assert listeners.production_url(load_balancer, production) == "https://triton.internal.example.com:443"
+    by_path = {"priority": 7, "conditions": [{"Field": "path-pattern", "PathPatternConfig": {"Values": ["/triton/*"]}}]}
+    assert listeners.production_url(load_balancer, {**production, "rule": by_path}) == "https://internal-shared-1.elb.example:443/triton/"
+
+
 def test_listeners_plan_leaves_weights_set_by_a_cutover() -> None:
     observed = {
         "production_listener": {"Port": 80, "Protocol": "HTTP", "DefaultActions": forward({"blue": 0, "green": 100})},
