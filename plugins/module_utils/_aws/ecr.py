@@ -55,3 +55,11 @@ def image_digest(ecr: Any, registry_id: str, repository: str, tag: str) -> str |
     except is_boto3_error_code(["ImageNotFoundException", "RepositoryNotFoundException"]):
         return None
     return images[0]["imageDigest"] if images else None
+
+
+def repository_exists(ecr: Any, name: str) -> bool:
+    try:
+        ecr.describe_repositories(aws_retry=True, repositoryNames=[name])
+    except is_boto3_error_code("RepositoryNotFoundException"):
+        return False
+    return True

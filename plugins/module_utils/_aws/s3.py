@@ -119,3 +119,16 @@ def upload_file(s3: Any, bucket: str, key: str, path: str) -> None:
 def delete_object(s3: Any, bucket: str, key: str) -> None:
     """Deletes an object; S3 answers a missing key with success too."""
     s3.delete_object(aws_retry=True, Bucket=bucket, Key=key)
+
+
+def bucket_exists(s3: Any, bucket: str) -> bool:
+    """Whether the bucket exists (HeadBucket; a bucket of another account that denies the caller reads as existing)."""
+    try:
+        s3.head_bucket(aws_retry=True, Bucket=bucket)
+    except ClientError as err:
+        if error_code(err) in ("404", "NoSuchBucket", "NotFound"):
+            return False
+        if error_code(err) in ("403", "AccessDenied"):
+            return True
+        raise
+    return True
