@@ -491,6 +491,18 @@ def test_services_ensure_creates_only_the_missing_colour() -> None:
     assert [(op, kwargs["serviceName"], kwargs["desiredCount"]) for op, kwargs in ecs.writes] == [("create_service", "triton-green", 0)]
 
 
+def test_services_missing_without_a_task_definition_are_reported_and_left_to_deploy_yml() -> None:
+    """infrastructure.yml on a fresh account: no task definition yet, so nothing is written and the missing services
+    are named; with missing=create (the default) the error names the role variable and deploy.yml."""
+    ecs = FakeEcsServices({"triton-blue": described("blue")})
+    params = {**service_params(), "task_definition": None}
+    result = services.ensure(ecs, {**params, "missing": "report"}, check_mode=False)
+    assert not result["changed"] and ecs.writes == [] and result["missing"] == ["triton-green"]
+    assert result["task_definitions"] == {"blue": "arn:td:7", "green": None}
+    with pytest.raises(InputError, match=r"fleet_services_task_definition; deploy\.yml passes the revision it registers"):
+        services.ensure(ecs, params, check_mode=False)
+
+
 def test_services_ensure_reports_redeploying_drift_unless_asked() -> None:
     ecs = FakeEcsServices({"triton-blue": described("blue"), "triton-green": described("green")})
     moved = service_params(subnets=["subnet-3"])
