@@ -108,9 +108,9 @@ options:
     description:
       - Ids the inventory names, each read (describe calls only) to check that it exists in the account and region
         before any write; a missing one is a problem naming its variable, its value and the fix.
-      - Each C({variable, kind, id}) (C(id) a string, or a list read as C(<variable>[i])); C(kind) is one of V(vpc), V(subnet), V(security_group), V(load_balancer),
-        V(certificate), V(image), V(topic), V(bucket), V(ecr_repository). An empty id is left out; ids that still carry
-        a placeholder are reported as placeholders only.
+      - Each C({variable, kind, id}) (C(id) a string, or a list read as C(<variable>[i])); C(kind) is one of V(vpc),
+        V(subnet), V(security_group), V(load_balancer), V(certificate), V(image), V(topic), V(bucket),
+        V(ecr_repository). An empty id is left out; ids that still carry a placeholder are reported as placeholders only.
     type: list
     elements: dict
     default: []

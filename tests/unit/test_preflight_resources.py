@@ -29,7 +29,7 @@ def test_the_example_s_old_memory_does_not_fit_g5_xlarge_and_memory_is_named():
 def test_a_task_that_fits_has_no_problem_and_gpus_and_cpu_are_checked():
     assert pr.fit_problems({**FIT, "memory": 12288}, G5_XLARGE, "eu-west-1") == []
     problems = pr.fit_problems({**FIT, "memory": 1024, "gpus": 2, "cpu": 8192}, G5_XLARGE, "eu-west-1")
-    assert [p.split(" but ")[0] for p in problems] == ["one task needs 2 GPU(s)", "one task reserves 8192 CPU units"]
+    assert [p.split(" but ", maxsplit=1)[0] for p in problems] == ["one task needs 2 GPU(s)", "one task reserves 8192 CPU units"]
     assert pr.fit_problems({**FIT, "memory": 1}, None, "eu-west-1") == [
         "fleet_capacity_instance_type = 'g5.xlarge' is no instance type of region eu-west-1: give one the region offers "
         "(aws ec2 describe-instance-types)"
