@@ -821,13 +821,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settings", default=SETTINGS_PATH, help=f"settings file, - for stdin (default {SETTINGS_PATH})")
     parser.add_argument("--instance-type", help="check-count: this type instead of the instance metadata's")
     args = parser.parse_args(argv)
+    source = "the settings on stdin" if args.settings == "-" else args.settings
     try:
         settings = check_settings(json.load(sys.stdin) if args.settings == "-" else read_json(args.settings))
     except (OSError, ValueError) as error:
-        log(f"{args.settings}: {error}")
+        log(f"{source}: {error}")
         return 2
     if args.command == "check-settings":
-        log(f"{args.settings}: every setting is valid")
+        log(f"{source}: every setting is valid")
         return 0
     aws = Aws(settings)
     if args.command == "check-count":
