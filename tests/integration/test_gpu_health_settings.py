@@ -24,6 +24,16 @@ BAD = [
     ("poll-over-window", {"gpu_health_poll_interval_s": 900}, "gpu_health_poll_interval_s (900) is longer than gpu_health_window_s (600)"),
     ("state-path-relative", {"gpu_health_state_path": "state.json"}, "gpu_health_state_path is 'state.json': set an absolute path"),
     ("xid-out-of-range", {"gpu_health_counted_xids": [74, 4096]}, "gpu_health_counted_xids holds [4096]: Xid codes run from 1 to 999"),
+    (
+        "instance-type-gpus-negative",
+        {"gpu_health_instance_type_gpus": {"g5.xlarge": {"gpus": -1}}},
+        "gpu_health_instance_type_gpus.g5.xlarge.gpus is -1: set the type's whole GPUs, 0 to 64",
+    ),
+    (
+        "instance-type-flavour-unknown",
+        {"gpu_health_instance_type_gpus": {"g6f.large": {"gpus": 0, "flavour": "vgpu"}}},
+        "gpu_health_instance_type_gpus.g6f.large.flavour is 'vgpu': use one of tesla, grid",
+    ),
 ]
 
 
@@ -41,4 +51,5 @@ def test_the_defaults_and_a_number_given_as_a_string_pass():
     run = run_playbook(PLAYBOOK, {"gpu_health_test_tasks_from": "settings", "gpu_health_count_threshold": "4"}, check=True)
     assert run.rc == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert not run.result(REFUSAL).get("failed")
-    assert "every setting is valid" in run.result(ROLE + "Check the GPU health settings with the watcher's own check")["stdout"]
+    checks = run.result(ROLE + "Check the GPU health settings with the watcher's own checks")["results"]
+    assert [c["stdout"].split(": ", 2)[-1] for c in checks] == ["every setting is valid", "every instance type is valid"]

@@ -480,3 +480,39 @@ def test_check_settings_on_the_command_line_names_the_variable(tmp_path, capsys,
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(SETTINGS)))
     assert gpu_health.main(["check-settings", "--settings", "-"]) == 0
     assert gpu_health.main(["watch", "--settings", str(bad)]) == 2  # the watcher refuses it too, before any AWS call
+
+
+def test_the_default_instance_type_table_passes_its_check():
+    assert gpu_health.check_instance_types(DEFAULTS["gpu_health_instance_type_gpus"])
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ([["g5.xlarge", 1]], "gpu_health_instance_type_gpus is list: set a mapping"),
+        ({"G5.XLARGE": {"gpus": 1}}, "'G5.XLARGE' is not an instance type: name it family.size"),
+        ({"g5": {"gpus": 1}}, "'g5' is not an instance type"),
+        ({"g5.xlarge": {"gpus": "one"}}, "gpu_health_instance_type_gpus.g5.xlarge.gpus is 'one'"),
+        ({"g5.xlarge": {"gpus": True}}, "gpu_health_instance_type_gpus.g5.xlarge.gpus is True"),
+        ({"g5.xlarge": {"gpus": 65}}, "gpus is 65: set the type's whole GPUs, 0 to 64"),
+        ({"g5.xlarge": -1}, "gpus is -1"),
+        ({"g5.xlarge": {"flavour": "tesla"}}, "gpus is None"),
+        ({"g6f.large": {"gpus": 0, "flavour": "vgpu"}}, "flavour is 'vgpu': use one of tesla, grid"),
+        ({"g5.xlarge": {"gpus": 1, "count": 1}}, r"g5.xlarge has \['count'\]: an entry holds only gpus and flavour"),
+    ],
+)
+def test_every_entry_of_the_instance_type_table_is_checked(table, message):
+    with pytest.raises(ValueError, match=message):
+        gpu_health.check_instance_types(table)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_property_gpu_counts_are_checked_for_type_and_range(seed):
+    rng = random.Random(seed)
+    for _ in range(100):
+        inside = rng.randint(0, 64)
+        assert gpu_health.check_instance_types({"p5.48xlarge": {"gpus": inside}})
+        assert gpu_health.check_instance_types({"p5.48xlarge": inside})  # an older AMI's plain count
+        outside = rng.choice([rng.randint(-(10**9), -1), rng.randint(65, 10**9), rng.uniform(0.1, 63.9), str(inside)])
+        with pytest.raises(ValueError, match=r"gpu_health_instance_type_gpus\.p5\.48xlarge\.gpus is "):
+            gpu_health.check_instance_types({"p5.48xlarge": {"gpus": outside}})

@@ -11,8 +11,8 @@
 
 Settings come from /etc/inferops/gpu-health.json (written by the role); `region` and `instance_id` there, when set,
 replace the instance metadata's (a drill off EC2), and `aws_endpoint_url` points the AWS calls at another endpoint.
-`gpu-health check-settings` checks a settings file (`-` for stdin) and names each bad value: the role runs it on the
-controller before it writes anything. It runs on the instance with the system python3 (3.9 on Amazon Linux 2023),
+`gpu-health check-settings` checks a settings file (`-` for stdin) and `check-instance-types` the instance-type table,
+naming the bad value: the role runs both on the controller before it writes anything. It runs on the instance with the system python3 (3.9 on Amazon Linux 2023),
 imports nothing from the collection, and imports boto3 only for an AWS call.
 
 What drains, and what does not (issue 28): a polled signal (a GPU missing from nvidia-smi, a risen double-bit ECC
@@ -451,6 +451,31 @@ def state_from_text(text: str, boot_id: str, now: float, policy: Policy) -> tupl
     return remember((), history, now, policy), watched, ""
 
 
+FLAVOURS = ("tesla", "grid")
+INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+
+
+def check_instance_types(table) -> dict:
+    """The AMI's instance-type table (gpu_health_instance_type_gpus), every entry checked: a type name, {gpus: 0 to
+    64, flavour: tesla or grid} or a plain count; the first problem raises ValueError naming the entry and the fix."""
+    where = "gpu_health_instance_type_gpus"
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} is {type(table).__name__}: set a mapping of instance type to {{gpus, flavour}}")
+    for name, entry in table.items():
+        if not isinstance(name, str) or not INSTANCE_TYPE.match(name):
+            raise ValueError(f"{where}: {name!r} is not an instance type: name it family.size, as g5.12xlarge")
+        value = entry if isinstance(entry, dict) else {"gpus": entry}
+        gpus = value.get("gpus")
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
+            raise ValueError(f"{where}.{name}.gpus is {gpus!r}: set the type's whole GPUs, 0 to 64 (EC2 DescribeInstanceTypes GpuInfo)")
+        if value.get("flavour", "tesla") not in FLAVOURS:
+            raise ValueError(f"{where}.{name}.flavour is {value['flavour']!r}: use one of {', '.join(FLAVOURS)}")
+        unknown = sorted(set(value) - {"gpus", "flavour"})
+        if unknown:
+            raise ValueError(f"{where}.{name} has {unknown}: an entry holds only gpus and flavour")
+    return table
+
+
 def table_entry(value) -> tuple:
     """(GPU count, driver flavour) of one entry of the AMI's table: {gpus, flavour} or, as older AMIs wrote it, a count."""
     if isinstance(value, dict):
@@ -817,13 +842,20 @@ def watch(settings: dict, aws: Aws) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("check-count", "watch", "check-settings"))
+    parser.add_argument("command", choices=("check-count", "watch", "check-settings", "check-instance-types"))
     parser.add_argument("--settings", default=SETTINGS_PATH, help=f"settings file, - for stdin (default {SETTINGS_PATH})")
+    parser.add_argument("--table", default="-", help="check-instance-types: the instance-type table, - for stdin (the default)")
     parser.add_argument("--instance-type", help="check-count: this type instead of the instance metadata's")
     args = parser.parse_args(argv)
-    source = "the settings on stdin" if args.settings == "-" else args.settings
+    path = args.table if args.command == "check-instance-types" else args.settings
+    source = "stdin" if path == "-" else path
     try:
-        settings = check_settings(json.load(sys.stdin) if args.settings == "-" else read_json(args.settings))
+        document = json.load(sys.stdin) if path == "-" else read_json(path)
+        if args.command == "check-instance-types":
+            check_instance_types(document)
+            log(f"{source}: every instance type is valid")
+            return 0
+        settings = check_settings(document)
     except (OSError, ValueError) as error:
         log(f"{source}: {error}")
         return 2
