@@ -176,7 +176,9 @@ DCGM_POLICY = gpu_health.policy_from_settings(
 def dcgm_answer(gpu: int, system: str, health: str, message: str) -> str:
     """`dcgmi health --check --json` with one incident (the shape the stand-in dcgmi prints: tests/fixtures/al2023)."""
     incident = {"children": {health: {"value": message}}}
-    return json.dumps({"body": {"Overall Health": {"value": health}, "GPU": {"children": {f"GPU ID: {gpu}": {"children": {system: incident}}}}}})
+    return json.dumps(
+        {"body": {"Overall Health": {"value": health}, "GPU": {"children": {f"GPU ID: {gpu}": {"children": {system: incident}}}}}}
+    )
 
 
 @pytest.mark.parametrize(
