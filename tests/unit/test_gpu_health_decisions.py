@@ -218,7 +218,7 @@ def test_dcgm_row_remap_failure_acts_at_once_but_nvlink_and_pcie_replays_count()
 
 def test_dcgm_repeats_an_ongoing_condition_once_per_poll():
     events = [gpu_health.Event("dcgm_nvlink", 0.0, gpu="0", code=1, detail=d) for d in ("link 1", "link 2")]
-    assert len(gpu_health.dcgm_events_per_poll(events + [gpu_health.Event("dcgm_nvlink", 0.0, gpu="1", code=1)])) == 2
+    assert len(gpu_health.dcgm_events_per_poll([*events, gpu_health.Event("dcgm_nvlink", 0.0, gpu="1", code=1)])) == 2
 
 
 def test_a_dcgm_category_in_both_lists_is_refused():
