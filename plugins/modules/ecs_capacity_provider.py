@@ -61,6 +61,10 @@ options:
     description: Keep ECS from letting the group terminate instances that still run tasks.
     type: bool
     default: true
+  managed_draining:
+    description: ECS managed draining - before the group terminates an instance, ECS sets its container instance DRAINING.
+    type: bool
+    default: true
   default_strategy:
     description: When given, the cluster's default capacity provider strategy becomes this provider alone.
     type: dict
@@ -151,6 +155,7 @@ def main() -> None:
             ),
         ),
         managed_termination_protection=dict(type="bool", default=True),
+        managed_draining=dict(type="bool", default=True),
         default_strategy=dict(type="dict", options=dict(weight=dict(type="int", default=1), base=dict(type="int", default=0))),
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),

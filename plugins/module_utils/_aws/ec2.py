@@ -90,3 +90,64 @@ def describe_instance_type(ec2: Any, name: str) -> dict[str, Any] | None:
     except is_boto3_error_code(["InvalidInstanceType", "InvalidParameterValue"]):
         return None
     return found[0] if found else None
+
+
+# ---------------------------------------------------------------- launch template versions and the canary instance
+
+
+def describe_launch_template_versions(ec2: Any, template_id: str, versions: list[str] | None = None) -> list[dict[str, Any]]:
+    """The template's versions (all of them when `versions` is None), across pages."""
+    kwargs: dict[str, Any] = {"LaunchTemplateId": template_id}
+    if versions:
+        kwargs["Versions"] = versions
+    return full_result(ec2, "describe_launch_template_versions", **kwargs).get("LaunchTemplateVersions", [])
+
+
+def create_launch_template_version(
+    ec2: Any, template_id: str, source_version: str, data: dict[str, Any], description: str
+) -> dict[str, Any]:
+    """A new version: the source version's data with `data` laid over it. It does not become the default."""
+    return ec2.create_launch_template_version(
+        aws_retry=True,
+        LaunchTemplateId=template_id,
+        SourceVersion=source_version,
+        LaunchTemplateData=data,
+        VersionDescription=description[:255],
+    )["LaunchTemplateVersion"]
+
+
+def set_default_launch_template_version(ec2: Any, template_id: str, version: str) -> None:
+    ec2.modify_launch_template(aws_retry=True, LaunchTemplateId=template_id, DefaultVersion=version)
+
+
+def delete_launch_template_versions(ec2: Any, template_id: str, versions: list[str]) -> list[str]:
+    """Deletes the versions; returns why each one EC2 did not delete was refused (the call itself succeeds)."""
+    answer = ec2.delete_launch_template_versions(aws_retry=True, LaunchTemplateId=template_id, Versions=versions)
+    return [
+        f"version {v.get('VersionNumber')}: {(v.get('ResponseError') or {}).get('Message', 'not deleted')}"
+        for v in answer.get("UnsuccessfullyDeletedLaunchTemplateVersions") or []
+    ]
+
+
+def run_instance(ec2: Any, template: dict[str, str], subnet_id: str, tags: dict[str, str]) -> dict[str, Any]:
+    """One instance launched from a launch template version ({LaunchTemplateId, Version}) in `subnet_id`, tagged."""
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    return ec2.run_instances(
+        aws_retry=True,
+        LaunchTemplate=template,
+        SubnetId=subnet_id,
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tag_list}],
+    )["Instances"][0]
+
+
+def describe_instance(ec2: Any, instance_id: str) -> dict[str, Any] | None:
+    found = full_result(ec2, "describe_instances", InstanceIds=[instance_id]).get("Reservations", [])
+    instances = [i for r in found for i in r.get("Instances", [])]
+    return instances[0] if instances else None
+
+
+def terminate_instances(ec2: Any, instance_ids: list[str]) -> None:
+    if instance_ids:
+        ec2.terminate_instances(aws_retry=True, InstanceIds=instance_ids)

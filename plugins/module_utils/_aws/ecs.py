@@ -137,6 +137,63 @@ def container_instances(ecs: Any, cluster: str) -> list[dict[str, Any]]:
     return described
 
 
+def container_instance_of(ecs: Any, cluster: str, ec2_instance_id: str) -> dict[str, Any] | None:
+    """The container instance (any status but INACTIVE, health included) an EC2 instance registered, or None."""
+    arns = full_result(ecs, "list_container_instances", cluster=cluster, filter=f"ec2InstanceId == {ec2_instance_id}").get(
+        "containerInstanceArns", []
+    )
+    if not arns:
+        return None
+    found = ecs.describe_container_instances(
+        aws_retry=True, cluster=cluster, containerInstances=arns[:100], include=["CONTAINER_INSTANCE_HEALTH"]
+    )["containerInstances"]
+    return next((c for c in found if c.get("ec2InstanceId") == ec2_instance_id), None)
+
+
+def container_instances_by_ec2_id(ecs: Any, cluster: str, statuses: tuple[str, ...] = ("ACTIVE", "DRAINING")) -> dict[str, dict[str, Any]]:
+    """EC2 instance id -> its container instance, for the container instances of the cluster in `statuses`."""
+    arns: list[str] = []
+    for status in statuses:
+        arns += full_result(ecs, "list_container_instances", cluster=cluster, status=status).get("containerInstanceArns", [])
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(arns), 100):  # the API takes at most 100 instances a call
+        for described in ecs.describe_container_instances(aws_retry=True, cluster=cluster, containerInstances=arns[start : start + 100])[
+            "containerInstances"
+        ]:
+            found[described.get("ec2InstanceId", "")] = described
+    return found
+
+
+def drain_container_instance(ecs: Any, cluster: str, container_instance_arn: str) -> None:
+    """DRAINING: ECS places no new task there and moves the service tasks elsewhere."""
+    ecs.update_container_instances_state(aws_retry=True, cluster=cluster, containerInstances=[container_instance_arn], status="DRAINING")
+
+
+def run_task_on(
+    ecs: Any, cluster: str, task_definition: str, ec2_instance_id: str, network: dict[str, Any] | None, started_by: str
+) -> dict[str, Any]:
+    """One task of `task_definition` placed on one EC2 instance (placement constraint memberOf ec2InstanceId)."""
+    kwargs: dict[str, Any] = {
+        "cluster": cluster,
+        "taskDefinition": task_definition,
+        "count": 1,
+        "launchType": "EC2",
+        "startedBy": started_by,
+        "placementConstraints": [{"type": "memberOf", "expression": f"ec2InstanceId == {ec2_instance_id}"}],
+    }
+    if network:
+        kwargs["networkConfiguration"] = network
+    answer = ecs.run_task(aws_retry=True, **kwargs)
+    if not answer.get("tasks"):
+        reasons = ", ".join(f"{f.get('arn', '')}: {f.get('reason', '')}" for f in answer.get("failures") or []) or "no reason given"
+        raise RuntimeError(f"ECS placed no task of {task_definition} on {ec2_instance_id} ({reasons})")
+    return answer["tasks"][0]
+
+
+def stop_task(ecs: Any, cluster: str, task_arn: str, reason: str) -> None:
+    ecs.stop_task(aws_retry=True, cluster=cluster, task=task_arn, reason=reason[:255])
+
+
 # ---------------------------------------------------------------- task definitions
 
 

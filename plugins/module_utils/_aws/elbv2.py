@@ -79,6 +79,14 @@ def describe_target_health(elbv2: Any, target_group_arn: str) -> list[dict[str, 
     return elbv2.describe_target_health(aws_retry=True, TargetGroupArn=target_group_arn)["TargetHealthDescriptions"]
 
 
+def register_ip_target(elbv2: Any, target_group_arn: str, ip: str, port: int) -> None:
+    elbv2.register_targets(aws_retry=True, TargetGroupArn=target_group_arn, Targets=[{"Id": ip, "Port": port}])
+
+
+def deregister_ip_target(elbv2: Any, target_group_arn: str, ip: str, port: int) -> None:
+    elbv2.deregister_targets(aws_retry=True, TargetGroupArn=target_group_arn, Targets=[{"Id": ip, "Port": port}])
+
+
 def describe_target_group_attributes(elbv2: Any, arn: str) -> dict[str, str] | None:
     """Attribute key -> value, or None when the target group does not exist."""
     try:

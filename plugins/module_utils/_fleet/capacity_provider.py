@@ -78,6 +78,7 @@ def wanted_provider(params: dict[str, Any]) -> dict[str, Any]:
         "autoScalingGroupArn": params["auto_scaling_group_arn"],
         "managedScaling": wanted_scaling(params),
         "managedTerminationProtection": "ENABLED" if params.get("managed_termination_protection") else "DISABLED",
+        "managedDraining": "ENABLED" if params.get("managed_draining", True) else "DISABLED",
     }
 
 
@@ -97,6 +98,9 @@ def provider_drift(current: dict[str, Any], params: dict[str, Any]) -> list[str]
             drift.append(f"managedScaling.{field}")
     if have.get("managedTerminationProtection", "DISABLED") != want["managedTerminationProtection"]:
         drift.append("managedTerminationProtection")
+    # AWS answers managedDraining for every provider; an answer without it (moto) is not compared
+    if "managedDraining" in have and have["managedDraining"] != want["managedDraining"]:
+        drift.append("managedDraining")
     return drift
 
 
@@ -122,7 +126,9 @@ def summary(provider: dict[str, Any] | None, cluster: dict[str, Any] | None) -> 
     out: dict[str, Any] = {}
     if provider:
         asg = provider.get("autoScalingGroupProvider") or {}
-        out["provider"] = {k: asg.get(k) for k in ("autoScalingGroupArn", "managedScaling", "managedTerminationProtection")}
+        out["provider"] = {
+            k: asg.get(k) for k in ("autoScalingGroupArn", "managedScaling", "managedTerminationProtection", "managedDraining")
+        }
     if cluster:
         out["cluster_capacity_providers"] = list(cluster.get("capacityProviders") or [])
         out["cluster_default_strategy"] = list(cluster.get("defaultCapacityProviderStrategy") or [])
