@@ -7,6 +7,7 @@ and adds one entry to the run's timeline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
@@ -17,16 +18,14 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import drain_endpoints as endpoints
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverState
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_checks import CutoverChecks, CutoverFailed
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models, version_problems
 
-
-class CutoverFailed(Exception):
-    """A gate, alarm or timeout failed after the cutover began: the runner rolls back."""
+__all__ = ["CutoverFailed", "CutoverPhases"]
 
 
-class CutoverPhases(CutoverState):
+class CutoverPhases(CutoverChecks):
     """Each phase of a cutover over the run's view; a failed gate or timeout raises CutoverFailed."""
 
     DRAIN_POLL_S = 0.5  # how often the old colour's metrics are sampled during the drain
@@ -102,6 +101,8 @@ class CutoverPhases(CutoverState):
             problems = gates.serving_problems(self.colors[plan.new], self.td_arn, desired)
             if not problems:
                 self._end(entry, "ok", f"{self.colors[plan.new].service}: {self.colors[plan.new].healthy} healthy targets")
+                if not self.weights.get(plan.new):  # before any production traffic (a resumed cutover is past it)
+                    self.run_hooks("standby_healthy", plan)
                 return
             if self.clock.monotonic() >= deadline:
                 self._end(entry, "failed", "; ".join(problems))
@@ -155,8 +156,9 @@ class CutoverPhases(CutoverState):
     def _test_url(self, color: str) -> str | None:
         return (self.p.get("test_route_urls") or {}).get(color) or self.p.get("test_route_url")
 
-    def _watch(self, color: str, seconds: float, what: str) -> None:
-        """Wait `seconds` (a told wait), checking alarms and gates every watch_interval_s; raise on the first failure."""
+    def _watch(self, color: str, seconds: float, what: str, also: Callable[[], None] | None = None) -> None:
+        """Wait `seconds` (a told wait), checking alarms and gates (and `also`: the canary verdict) every
+        watch_interval_s; raise on the first failure."""
         end = self.clock.monotonic() + seconds
         interval = self.p["watch_interval_s"] or 1
         while self.clock.monotonic() < end:
@@ -164,19 +166,28 @@ class CutoverPhases(CutoverState):
             problems = self.gate_problems(color)
             if problems:
                 raise CutoverFailed(f"{what} on {color}: " + "; ".join(problems))
+            if also is not None:
+                also()
 
     def phase_traffic(self, plan: bg.Plan) -> None:
+        if plan.steps and not self.weights.get(plan.new):
+            self.run_hooks("before_traffic", plan)
         for step in plan.steps:
             entry = self._phase(f"traffic {step}%")
+            since = self.clock.utcnow()
             self.set_weights({plan.new: step, plan.old: 100 - step})
             try:
-                self._watch(plan.new, self.p["bake_time_s"], f"bake at {step}%")
+                baked = self.bake(plan, step, since)
             except CutoverFailed as e:
                 self._end(entry, "failed", str(e))
                 raise
-            self._end(entry, "ok", f"{plan.new}={step} {plan.old}={100 - step}, baked {self.p['bake_time_s']} s")
+            self._end(entry, "ok", f"{plan.new}={step} {plan.old}={100 - step}, {baked}")
+            verdict = self.canary().steps[-1] if self.canary_enabled() and self.canary().steps else None
+            self.run_hooks("after_step", plan, step=step, canary=verdict)
         if not plan.steps:
             self._end(self._phase("traffic"), "skipped", f"{plan.new} already has 100%")
+            return
+        self.run_hooks("after_cutover", plan)
 
     def drain_skip_reason(self, plan: bg.Plan) -> str:
         """Why the old colour needs no drain ("" when it does)."""
@@ -329,3 +340,4 @@ class CutoverPhases(CutoverState):
             "seconds": round(restored - detected, 3),
         }
         self._end(entry, "ok", f"traffic back on {plan.old}: {reason}")
+        self.run_hooks_after_rollback(plan, reason)

@@ -37,11 +37,17 @@ class Clients:
         ec2: Any = None,
         application_autoscaling: Any = None,
         connect: Callable[[str], Any] | None = None,
+        lambda_client: Any = None,
     ) -> None:
         self.ecs = ecs
         self.elbv2 = elbv2
         self.cloudwatch = cloudwatch
-        self._made = {"autoscaling": autoscaling, "ec2": ec2, "application-autoscaling": application_autoscaling}
+        self._made = {
+            "autoscaling": autoscaling,
+            "ec2": ec2,
+            "application-autoscaling": application_autoscaling,
+            "lambda": lambda_client,
+        }
         self._connect = connect
 
     def _client(self, service: str) -> Any:
@@ -60,6 +66,11 @@ class Clients:
     @property
     def application_autoscaling(self) -> Any:
         return self._client("application-autoscaling")
+
+    @property
+    def lambda_(self) -> Any:
+        """Lambda, for the hooks."""
+        return self._client("lambda")
 
 
 class CutoverState:
@@ -85,6 +96,8 @@ class CutoverState:
         self.writes: list[str] = []
         self.rollback: dict[str, Any] | None = None
         self.drain_watched: DrainWatch | None = None  # what the drain watched (in check mode: would watch)
+        self.target_group_descriptions: dict[str, dict[str, Any] | None] = {}  # as discover read them (load balancers)
+        self.hook_runs: list[dict[str, Any]] = []  # each hook invoked, its stage, outcome and seconds
         self.weights: dict[str, int] = {}
         self.colors: dict[str, gates.ColorState] = {}
         self.prod_actions: list[dict[str, Any]] = []
@@ -125,7 +138,7 @@ class CutoverState:
     def validate_aws(self) -> None:
         """Every check that needs AWS and must pass before the first write; raises PlanError naming what is wrong."""
         errors: list[str] = []
-        found_tgs = elb.describe_target_groups(self.aws.elbv2, [self.tgs[c] for c in bg.COLORS])
+        found_tgs = self.target_group_descriptions = elb.describe_target_groups(self.aws.elbv2, [self.tgs[c] for c in bg.COLORS])
         for color in bg.COLORS:
             if found_tgs.get(self.tgs[color]) is None:
                 errors.append(f"target_groups.{color} {self.tgs[color]} does not exist: give the ARN of an existing target group")

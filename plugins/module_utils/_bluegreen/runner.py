@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import CutoverFailed, CutoverPhases
 
@@ -144,4 +144,7 @@ class Runner(CutoverPhases):
             "diff": {"before": self.before, "after": after},
             "autoscaling": self.scaling.summary() if self.scaling is not None else {},
             "drain_watch": self.drain_watched.as_dict() if self.drain_watched is not None else {},
+            "canary": self.canary().summary() if self.canary_enabled() else {"enabled": False},
+            "hooks": list(self.hook_runs),
+            "hooks_planned": hooks.planned(self.p.get("hooks"), plan.phases, plan.steps),
         }
