@@ -1,7 +1,8 @@
 """A small Triton python-backend model: OUTPUT0 = INPUT0 + offset, after an optional delay.
 
 Behaviour comes from config.pbtxt parameters so one file serves every test model:
-offset (float), delay_ms (int), fail_to_load ("true" makes initialize raise).
+offset (float), delay_ms (int), fail_to_load ("true" makes initialize raise), fail_every (int: every Nth request
+of a model instance answers an error, so 33 fails 3 % of requests; 0, the default, never).
 """
 
 import json
@@ -19,10 +20,17 @@ class TritonPythonModel:
             raise RuntimeError("model configured to fail loading (fail_to_load=true)")
         self.offset = np.float32(params.get("offset", "0"))
         self.delay_s = int(params.get("delay_ms", "0")) / 1000.0
+        self.fail_every = int(params.get("fail_every", "0"))
+        self.requests = 0
 
     def execute(self, requests):
         responses = []
         for request in requests:
+            self.requests += 1
+            if self.fail_every and self.requests % self.fail_every == 0:
+                error = pb_utils.TritonError(f"request {self.requests} failed (fail_every={self.fail_every})")
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=error))
+                continue
             values = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             if self.delay_s:
                 time.sleep(self.delay_s)
