@@ -148,6 +148,39 @@ options:
         description: After scaling down, wait (up to O(drain.timeout_s)) until no target of the old colour is C(draining).
         type: bool
         default: false
+  grpc:
+    description:
+      - The gRPC route of the application - Triton's gRPC port behind the same ALB, a second pair of target groups
+        (protocol version GRPC, health check on Triton's gRPC readiness) forwarded by an HTTPS listener or rule.
+        Its weights move in the same steps as the HTTP route's (one write after the other); its test listener is
+        pointed at the standby with the HTTP one; the gates also run over gRPC on its test route (C(tritonclient.grpc):
+        server live and ready, O(gates.expected_models) ready); the standby is up when its targets are healthy in both
+        target groups; the canary verdict sums both target groups of a colour. The drain needs nothing more (Triton's
+        metrics count both protocols).
+      - The gRPC gates need C(tritonclient[grpc]) on the controller; without it a gRPC test route is refused before any write.
+      - An NLB has no weighted forward (one target group per listener): a gRPC route on an NLB is a swap, not steps; see
+        docs/cutover.md, "gRPC".
+    type: dict
+    suboptions:
+      target_groups:
+        description: The gRPC target group ARN of each colour, keys V(blue) and V(green).
+        type: dict
+        required: true
+      listener_arn:
+        description: The HTTPS listener of the gRPC route (one forward action to both gRPC target groups).
+        type: str
+      listener_rule_arn:
+        description: Or a rule of a listener (for example a C(content-type) C(application/grpc) header condition).
+        type: str
+      test_listener_arn:
+        description: Optional gRPC test listener, pointed 100% at the standby colour before the gates.
+        type: str
+      test_route_url:
+        description: C(host:port) of the gRPC test route (the gates call it over gRPC).
+        type: str
+      test_route_urls:
+        description: C(host:port) of each colour's gRPC route (keys V(blue) and V(green)).
+        type: dict
   canary:
     description:
       - The relative canary verdict of every traffic step. During each bake the standby colour is compared with the live
@@ -540,6 +573,17 @@ def main() -> None:
                 metrics_urls=dict(type="dict"),
                 metrics_port=dict(type="int", default=8002),
                 wait_deregistration=dict(type="bool", default=False),
+            ),
+        ),
+        grpc=dict(
+            type="dict",
+            options=dict(
+                target_groups=dict(type="dict", required=True),
+                listener_arn=dict(type="str"),
+                listener_rule_arn=dict(type="str"),
+                test_listener_arn=dict(type="str"),
+                test_route_url=dict(type="str"),
+                test_route_urls=dict(type="dict"),
             ),
         ),
         canary=dict(

@@ -16,7 +16,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import drain_endpoints as endpoints
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, grpc_route, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_checks import CutoverChecks, CutoverFailed
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
@@ -93,6 +93,7 @@ class CutoverPhases(CutoverChecks):
             self.scaling.set_scale_in(plan.old, True)  # from here to the end of the cutover, the live colour does not shrink
         desired = self.desired_count()
         self.point_test_listener(plan.new)
+        self.point_grpc_test_listener(plan.new)
         self.scale(plan.new, desired, self.td_arn)
         timeout = self.p["timeouts"]["standby_up_s"]
         deadline = self.clock.monotonic() + timeout
@@ -115,6 +116,11 @@ class CutoverPhases(CutoverChecks):
             problems += gates.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
         url = self._test_url(color)
         if not url:
+            grpc_url = grpc_route.test_url(self.p.get("grpc"), color)
+            if grpc_url:
+                problems += grpc_route.gate_problems(
+                    grpc_url, self.p["gates"].get("expected_models") or [], self.p["gates"]["request_timeout_s"]
+                )
             return problems
         options = self.p["gates"]
         client = self.triton(url, options["request_timeout_s"])
@@ -133,6 +139,9 @@ class CutoverPhases(CutoverChecks):
                 problems += gates.smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
         except TritonError as e:
             problems.append(f"Triton gate on {url}: {e}")
+        grpc_url = grpc_route.test_url(self.p.get("grpc"), color)
+        if grpc_url:
+            problems += grpc_route.gate_problems(grpc_url, options.get("expected_models") or [], options["request_timeout_s"])
         return problems
 
     def phase_gates(self, plan: bg.Plan) -> None:

@@ -51,6 +51,8 @@ class Runner(CutoverPhases):
         self._end(entry, "ok", f"{plan.action}: {plan.reason}")
         if self.check_mode:
             self.writes = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
+            if self.grpc_tgs:  # the gRPC route's forward moves with each weight write
+                self.writes = [w for write in self.writes for w in _with_grpc(write)]
             if "drain" in phases and not self.drain_skip_reason(plan):
                 self.drain_watched = self.drain_watch(plan.old)  # reads only; whether the controller reaches them is not probed
             if self.scaling is not None:
@@ -148,3 +150,10 @@ class Runner(CutoverPhases):
             "hooks": list(self.hook_runs),
             "hooks_planned": hooks.planned(self.p.get("hooks"), plan.phases, plan.steps),
         }
+
+
+def _with_grpc(write: str) -> list[str]:
+    """A planned write, followed by the gRPC route's when it sets the production weights."""
+    if write.startswith("set production weights"):
+        return [write, write.replace("set production weights", "set gRPC weights")]
+    return [write]
