@@ -3,7 +3,9 @@
 Hydration figures (function `hydrate_figures`):
 
 - publishes 3 models, 4 files of 88 MiB each (1056 MiB in all, incompressible bytes), to a moto server on loopback
-  and writes the release record naming them (untimed: the publisher's step);
+  behind the S3-shaped proxy (tests/harness/s3_proxy.py, here without limits: it serves ranged GETs from a copy of
+  the object, where moto reads the whole object for each) and writes the release record naming them (untimed: the
+  publisher's step);
 - `hydrate_seconds`: the model agent's boot hydration, `python3 -m ..._models.agent --boot` on a simulated instance
   (tests/harness/model_agent.py: stand-in IMDSv2, no task), from process start to exit: it reads the release record,
   and for every model lists the versions, reads the manifest, downloads every file into staging while hashing it,
@@ -51,6 +53,7 @@ from tests.harness.ansible import ensure_collection_link  # noqa: E402
 from tests.harness.fleet import MODEL, SimulatedFleet  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402
 from tests.harness.moto import MotoServer  # noqa: E402
+from tests.harness.s3_proxy import ProxiedMoto, ProxyProcess  # noqa: E402
 from tests.harness.triton import model_config  # noqa: E402
 
 BUCKET = "fleet-models-bench"
@@ -88,7 +91,8 @@ def manifest_checksums(moto: MotoServer, models: dict[str, int]) -> str:
 
 
 def hydrate_figures(work: Path) -> dict[str, float]:
-    moto = MotoServer(work).start()
+    server = MotoServer(work).start()
+    moto = ProxiedMoto(server, ProxyProcess(server.endpoint, work))
     try:
         moto.client("s3").create_bucket(Bucket=BUCKET)
         models = publish_model_set(moto, work / "source")
@@ -119,6 +123,7 @@ def hydrate_figures(work: Path) -> dict[str, float]:
         peer = time.monotonic() - start
     finally:
         moto.stop()
+        server.stop()
     return {"hydrate_seconds": round(ours, 2), "peer_hydrate_seconds": round(peer, 2), "hydrate_ratio": round(ours / peer, 3)}
 
 

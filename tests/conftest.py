@@ -9,6 +9,7 @@ import pytest
 
 from tests.harness.awsvpc import AwsvpcNetwork
 from tests.harness.moto import MotoServer
+from tests.harness.s3_proxy import TEST_BYTES_PER_S, TEST_SINGLE_PUT_LIMIT, ProxiedMoto, S3Proxy
 from tests.harness.triton import TritonServer
 
 
@@ -26,6 +27,28 @@ def shared_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mot
     server = MotoServer(tmp_path_factory.mktemp("moto")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def s3_moto_server(moto_server: MotoServer, tmp_path: Path) -> Iterator[ProxiedMoto]:
+    """A fresh moto server behind the S3-shaped proxy (tests/harness/s3_proxy.py): S3's single-PUT limit and
+    per-connection throughput cap, scaled down (5 MiB, 8 MiB/s)."""
+    proxy = S3Proxy(moto_server.endpoint, tmp_path, bytes_per_s=TEST_BYTES_PER_S, single_put_limit=TEST_SINGLE_PUT_LIMIT).start()
+    yield ProxiedMoto(moto_server, proxy)
+    proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_s3_moto_server(shared_moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedMoto]:
+    """One moto server behind the S3-shaped proxy for a whole test module."""
+    proxy = S3Proxy(
+        shared_moto_server.endpoint,
+        tmp_path_factory.mktemp("s3-proxy"),
+        bytes_per_s=TEST_BYTES_PER_S,
+        single_put_limit=TEST_SINGLE_PUT_LIMIT,
+    ).start()
+    yield ProxiedMoto(shared_moto_server, proxy)
+    proxy.stop()
 
 
 @pytest.fixture

@@ -2,8 +2,10 @@
 simulated instances (tests/harness/model_agent.py), each with the real model agent and real tritonserver tasks.
 
 Stand-ins: a moto server for S3, EC2 and ECS (moto EC2 instances registered as the cluster's container instances, so
-ListContainerInstances/DescribeContainerInstances answer with their ec2InstanceId); the agents' introspection and
-IMDSv2 endpoints are the harness's. Versions of model `m` answer OUTPUT0 = INPUT0 + <version>. Bucket, prefix,
+ListContainerInstances/DescribeContainerInstances answer with their ec2InstanceId), reached through the S3-shaped
+proxy (tests/harness/s3_proxy.py: S3's single-PUT limit and per-connection cap, scaled down; `fleet.moto` is the
+proxied handle, so the instances, the publisher and a playbook given `fleet.moto.endpoint` all go through it); the
+agents' introspection and IMDSv2 endpoints are the harness's. Versions of model `m` answer OUTPUT0 = INPUT0 + <version>. Bucket, prefix,
 application, cluster and model default to the names below; the local rehearsal (rehearse_models.py) passes its inventory's.
 
     fleet = SimulatedFleet(tmp_path, moto, size=2)
@@ -27,6 +29,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
 from .model_agent import SimulatedInstance
 from .model_versions import make_version
 from .moto import REGION, MotoServer
+from .s3_proxy import TEST_BYTES_PER_S, TEST_SINGLE_PUT_LIMIT, ProxiedMoto, S3Proxy
 
 BUCKET = "models"
 PREFIX = "models"
@@ -50,7 +53,8 @@ class SimulatedFleet:
         model: str = MODEL,
     ) -> None:
         """Creates the bucket and the cluster when they are missing (an existing cluster keeps its settings)."""
-        self.moto = moto
+        self.proxy = S3Proxy(moto.endpoint, workdir, bytes_per_s=TEST_BYTES_PER_S, single_put_limit=TEST_SINGLE_PUT_LIMIT).start()
+        self.moto = moto = ProxiedMoto(moto, self.proxy)
         self.bucket, self.prefix, self.application, self.cluster, self.model = bucket, prefix, application, cluster, model
         self.s3 = moto.client("s3")
         if bucket not in [b["Name"] for b in self.s3.list_buckets()["Buckets"]]:
@@ -138,3 +142,4 @@ class SimulatedFleet:
     def stop(self) -> None:
         for instance in self.instances:
             instance.stop()
+        self.proxy.stop()

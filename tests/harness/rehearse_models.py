@@ -5,7 +5,8 @@ the inventory gives (group_vars/all/models.yml: bucket, prefix, application, clu
 
 1. creates the stand-ins a real account would already have: the model bucket (when missing) and two simulated
    container instances registered in the cluster (tests/harness/fleet.py), each running the real model agent and a
-   real tritonserver task;
+   real tritonserver task, all reaching the moto server through the S3-shaped proxy (tests/harness/s3_proxy.py: S3's
+   single-PUT limit and per-connection cap, scaled down), as do the playbooks;
 2. runs `ansible-playbook playbooks/sync_models.yml -i inventories/local` for the inventory's version of the model,
    then for the next version, then `playbooks/rollback_models.yml`, streaming their output, and after each step asks
    every instance's tritonserver which version answers (versions answer OUTPUT0 = INPUT0 + <version>);
@@ -163,7 +164,6 @@ def rehearse(endpoint_url: str | None, workdir: Path) -> list[Step]:
         moto.is_up()
     except OSError as err:
         raise RehearsalError(f"no moto server answers at {endpoint} ({err}): start it with scripts/services.sh start") from err
-    connection = {"aws_endpoint_url": endpoint} if endpoint != settings["endpoint_url"] else {}
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     cluster = settings["cluster"]
@@ -189,6 +189,9 @@ def rehearse(endpoint_url: str | None, workdir: Path) -> list[Step]:
         except Exception as err:
             raise RehearsalError(f"starting the simulated instances failed: {err!r} (logs under {workdir})") from err
         print(f"instances: {', '.join(fleet.instance_ids)}; their agent journals and tritonserver logs: {workdir}", flush=True)
+        # The model paths (publish, release records, the agents' syncs) through the S3-shaped proxy, as AWS limits them.
+        connection = {"aws_endpoint_url": fleet.moto.endpoint}
+        print(f"S3 as AWS limits it: {fleet.proxy.describe()}", flush=True)
         what = f"release of {model} version {version}"
         run_playbook_streamed(SYNC, {**connection, "model_repository_publish": [fleet.version_source(version)]}, what)
         steps = [observe(fleet, what, version)]

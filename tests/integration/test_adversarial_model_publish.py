@@ -1,6 +1,7 @@
 """Adversarial model publishing (issue 12, class "publishing models").
 
-Stand-in: a moto server for S3 (the same HTTP path as AWS; it computes ChecksumSHA256 over what it receives), and
+Stand-in: a moto server for S3 behind the S3-shaped proxy (tests/harness/s3_proxy.py: S3's single-PUT limit and
+per-connection cap, scaled down; the same HTTP path as AWS; it computes ChecksumSHA256 over what it receives), and
 real files, symlinks, FIFOs and sockets on the local filesystem. What is uploaded must be exactly what the manifest
 says, a bad source tree must fail before any write, and an interrupted publish must resume.
 """
@@ -24,19 +25,19 @@ PLAYBOOKS = Path(__file__).parent / "playbooks"
 
 
 @pytest.fixture
-def bucket(shared_moto_server):
+def bucket(shared_s3_moto_server):
     name = f"adv-publish-{uuid.uuid4().hex[:8]}"
-    shared_moto_server.client("s3").create_bucket(Bucket=name)
+    shared_s3_moto_server.client("s3").create_bucket(Bucket=name)
     return name
 
 
 @pytest.fixture
-def s3(shared_moto_server):
-    return _s3.retrying_client(shared_moto_server.client("s3"))
+def s3(shared_s3_moto_server):
+    return _s3.retrying_client(shared_s3_moto_server.client("s3"))
 
 
-def keys(shared_moto_server, bucket: str) -> list[str]:
-    return sorted(o["Key"] for o in shared_moto_server.client("s3").list_objects_v2(Bucket=bucket).get("Contents", []))
+def keys(shared_s3_moto_server, bucket: str) -> list[str]:
+    return sorted(o["Key"] for o in shared_s3_moto_server.client("s3").list_objects_v2(Bucket=bucket).get("Contents", []))
 
 
 def _bind_socket(path: Path) -> None:
@@ -67,8 +68,8 @@ BAD_TREES = [
 
 
 @pytest.mark.parametrize("spoil", [c[1] for c in BAD_TREES], ids=[c[0] for c in BAD_TREES])
-def test_adversarial_model_publish_bad_tree_fails_before_any_write(shared_moto_server, s3, bucket, tmp_path, spoil):
-    """Stand-in: moto server S3. A tree that cannot be published as it is fails, names the entry, writes nothing."""
+def test_adversarial_model_publish_bad_tree_fails_before_any_write(shared_s3_moto_server, s3, bucket, tmp_path, spoil):
+    """Stand-in: moto server S3 behind the S3-shaped proxy. A tree that cannot be published as it is fails, names the entry, writes nothing."""
     case = next(c for c in BAD_TREES if c[1] is spoil)
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -77,12 +78,12 @@ def test_adversarial_model_publish_bad_tree_fails_before_any_write(shared_moto_s
     spoil(version_dir, outside)
     with pytest.raises(ManifestError, match=case[2]):
         publish_version(s3, bucket, "p", "m", 1, str(version_dir), str(config))
-    assert keys(shared_moto_server, bucket) == []
+    assert keys(shared_s3_moto_server, bucket) == []
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "missing"])
 def test_adversarial_model_publish_bad_config_fails_without_hanging(s3, bucket, tmp_path, kind):
-    """Stand-in: moto server S3. A config that is a FIFO (reading it would block forever), a directory or missing fails."""
+    """Stand-in: moto server S3 behind the S3-shaped proxy. A config that is a FIFO (reading it would block forever), a directory or missing fails."""
     version_dir, _config = make_version(tmp_path / "src", "m", 1)
     config = tmp_path / "config.pbtxt"
     if kind == "fifo":
@@ -93,8 +94,8 @@ def test_adversarial_model_publish_bad_config_fails_without_hanging(s3, bucket, 
         publish_version(s3, bucket, "p", "m", 1, str(version_dir), str(config))
 
 
-def test_adversarial_model_publish_symlinks_inside_are_followed_and_caches_reported(shared_moto_server, s3, bucket, tmp_path):
-    """Stand-in: moto server S3. Links inside the tree publish their content under the link's path; __pycache__ is reported."""
+def test_adversarial_model_publish_symlinks_inside_are_followed_and_caches_reported(shared_s3_moto_server, s3, bucket, tmp_path):
+    """Stand-in: moto server S3 behind the S3-shaped proxy. Links inside the tree publish their content under the link's path; __pycache__ is reported."""
     version_dir, config = make_version(tmp_path / "src", "m", 1)
     (version_dir / "shared").mkdir()
     (version_dir / "shared" / "vocab.txt").write_text("a b c")
@@ -106,7 +107,7 @@ def test_adversarial_model_publish_symlinks_inside_are_followed_and_caches_repor
     listed = set(manifest_files(result["manifest"]))
     assert listed == {"model.py", "weights.bin", "shared/vocab.txt", "vocab.txt", "tokenizer/vocab.txt"}
     assert result["ignored"] == ["__pycache__/"]
-    assert set(keys(shared_moto_server, bucket)) == {f"p/m/1/{p}" for p in listed} | {"p/m/1.manifest.json"}
+    assert set(keys(shared_s3_moto_server, bucket)) == {f"p/m/1/{p}" for p in listed} | {"p/m/1.manifest.json"}
 
 
 class Interrupting:
@@ -129,13 +130,13 @@ class Interrupting:
 
 
 @pytest.mark.parametrize("fail_at", [1, 2, 3, 4])
-def test_adversarial_model_publish_interrupted_resumes(shared_moto_server, s3, bucket, tmp_path, fail_at):
-    """Stand-in: moto server S3. Cut at the Nth upload (N=4: the manifest): no manifest; the rerun uploads only the rest."""
+def test_adversarial_model_publish_interrupted_resumes(shared_s3_moto_server, s3, bucket, tmp_path, fail_at):
+    """Stand-in: moto server S3 behind the S3-shaped proxy. Cut at the Nth upload (N=4: the manifest): no manifest; the rerun uploads only the rest."""
     version_dir, config = make_version(tmp_path / "src", "m", 1)
     (version_dir / "extra.bin").write_bytes(b"e" * 1000)
     with pytest.raises(ConnectionResetError):
         publish_version(Interrupting(s3, fail_at=fail_at), bucket, "p", "m", 1, str(version_dir), str(config))
-    assert manifest_key("p", "m", 1) not in keys(shared_moto_server, bucket)
+    assert manifest_key("p", "m", 1) not in keys(shared_s3_moto_server, bucket)
     resumed = publish_version(s3, bucket, "p", "m", 1, str(version_dir), str(config))
     assert resumed["changed"] is True and resumed["manifest_written"] is True
     assert len(resumed["already_in_s3"]) == min(fail_at - 1, 3)
@@ -145,20 +146,20 @@ def test_adversarial_model_publish_interrupted_resumes(shared_moto_server, s3, b
     assert "skipped" not in again  # Ansible would mark the task skipped
 
 
-def test_adversarial_model_publish_file_changed_during_upload_writes_no_manifest(shared_moto_server, s3, bucket, tmp_path):
-    """Stand-in: moto server S3. S3's SHA-256 of what arrived differs from the manifest: fail, no manifest written."""
+def test_adversarial_model_publish_file_changed_during_upload_writes_no_manifest(shared_s3_moto_server, s3, bucket, tmp_path):
+    """Stand-in: moto server S3 behind the S3-shaped proxy. S3's SHA-256 of what arrived differs from the manifest: fail, no manifest written."""
     version_dir, config = make_version(tmp_path / "src", "m", 1)
     with pytest.raises(ManifestError, match="changed while publishing"):
         publish_version(Interrupting(s3, change=version_dir / "weights.bin"), bucket, "p", "m", 1, str(version_dir), str(config))
-    assert manifest_key("p", "m", 1) not in keys(shared_moto_server, bucket)
+    assert manifest_key("p", "m", 1) not in keys(shared_s3_moto_server, bucket)
 
 
 @pytest.mark.parametrize("planted", ["same-size-other-bytes", "no-checksum"])
-def test_adversarial_model_publish_never_trusts_an_unverified_object(shared_moto_server, s3, bucket, tmp_path, planted):
-    """Stand-in: moto server S3. An object already at the key is skipped only when S3's SHA-256 matches; else re-uploaded."""
+def test_adversarial_model_publish_never_trusts_an_unverified_object(shared_s3_moto_server, s3, bucket, tmp_path, planted):
+    """Stand-in: moto server S3 behind the S3-shaped proxy. An object already at the key is skipped only when S3's SHA-256 matches; else re-uploaded."""
     version_dir, config = make_version(tmp_path / "src", "m", 1)
     data = (version_dir / "weights.bin").read_bytes()
-    raw = shared_moto_server.client("s3")
+    raw = shared_s3_moto_server.client("s3")
     if planted == "same-size-other-bytes":
         raw.put_object(Bucket=bucket, Key="p/m/1/weights.bin", Body=b"\0" * len(data), ChecksumAlgorithm="SHA256")
     else:
@@ -168,12 +169,12 @@ def test_adversarial_model_publish_never_trusts_an_unverified_object(shared_moto
     assert raw.get_object(Bucket=bucket, Key="p/m/1/weights.bin")["Body"].read() == data
 
 
-def test_adversarial_model_publish_task_result_is_truthful(shared_moto_server, bucket, tmp_path):
-    """Stand-in: moto server S3, through ansible-playbook. Publishing twice: changed then not, never reported as skipped."""
+def test_adversarial_model_publish_task_result_is_truthful(shared_s3_moto_server, bucket, tmp_path):
+    """Stand-in: moto server S3 behind the S3-shaped proxy, through ansible-playbook. Publishing twice: changed then not, never reported as skipped."""
     version_dir, config = make_version(tmp_path / "src", "m", 1)
     run = run_playbook(
         PLAYBOOKS / "adversarial_model_publish.yml",
-        {"aws_endpoint_url": shared_moto_server.endpoint, "bucket": bucket, "source": str(version_dir), "config": str(config)},
+        {"aws_endpoint_url": shared_s3_moto_server.endpoint, "bucket": bucket, "source": str(version_dir), "config": str(config)},
     )
     assert run.rc == 0, run.stdout[-3000:] + run.stderr[-2000:]
     first, second = run.result("Publish"), run.result("Publish again")

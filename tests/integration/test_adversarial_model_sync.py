@@ -1,7 +1,8 @@
 """Adversarial model syncs and prunes (issue 12, class "syncing and pruning models").
 
-Stand-in: a moto server for S3 and a real local filesystem (ext4 here) as the instance's model repository; a watcher
-thread stands in for Triton looking at the directory while the sync works. The existing
+Stand-in: a moto server for S3 behind the S3-shaped proxy (tests/harness/s3_proxy.py) and a real local filesystem
+(ext4 here) as the instance's model repository; a watcher thread stands in for Triton looking at the directory while
+the sync works. The existing
 tests/integration/test_model_repository.py runs the same code with a real tritonserver.
 """
 
@@ -42,8 +43,8 @@ class Repo:
 
 
 @pytest.fixture
-def repo(shared_moto_server, tmp_path) -> Repo:
-    return Repo(shared_moto_server, tmp_path)
+def repo(shared_s3_moto_server, tmp_path) -> Repo:
+    return Repo(shared_s3_moto_server, tmp_path)
 
 
 def _symlink_elsewhere(model_dir: Path, name: str) -> None:

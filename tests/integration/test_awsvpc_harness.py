@@ -323,7 +323,7 @@ def test_introspection_lists_the_task_in_awsvpc_mode(instance, task):
     ]
     # The model agent's own parser reaches it at its address, not through host ports.
     assert triton_tasks(listing, "triton", 8000, 8002) == [
-        {"arn": task.arn, "url": f"http://{task.ip}:8000", "metrics_url": f"http://{task.ip}:8002/metrics"}
+        {"arn": task.arn, "url": f"http://{task.ip}:8000", "metrics_url": f"http://{task.ip}:8002/metrics", "view": "triton-7"}
     ]
 
 

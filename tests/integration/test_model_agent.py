@@ -1,7 +1,7 @@
 """The model agent end to end on a simulated instance (tests/harness/model_agent.py).
 
-Stand-ins: a moto server for S3; the ECS agent's introspection API and IMDSv2 answered by a stand-in HTTP server
-listing real tritonserver processes (CPU, python backend) as bridge-mode tasks; the agent itself runs as on an
+Stand-ins: a moto server for S3 behind the S3-shaped proxy (tests/harness/s3_proxy.py); the ECS agent's introspection
+API and IMDSv2 answered by a stand-in HTTP server listing real tritonserver processes (CPU, python backend) as bridge-mode tasks; the agent itself runs as on an
 instance, `python3 -m ..._models.agent` in a subprocess. The full-disk case uses a real tmpfs of 1 MiB (needs root
 to mount; skipped otherwise, with that reason).
 """
@@ -26,6 +26,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_key, parse_manifest
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.transfer import UploadSettings
 from tests.harness.model_agent import SimulatedInstance, write_release
 from tests.harness.model_versions import make_version
 
@@ -47,7 +48,10 @@ class Fleet:
 
     def publish(self, version: int, model: str = MODEL, **kwargs) -> None:
         version_dir, config = make_version(self.tmp_path / "source", model, version, **kwargs)
-        publish_version(self.s3, self.bucket, PREFIX, model, version, str(version_dir), str(config))
+        # Multipart above the proxy's single-PUT limit (5 MiB), as model_publish is told for S3's 5 GB.
+        publish_version(
+            self.s3, self.bucket, PREFIX, model, version, str(version_dir), str(config), upload=UploadSettings.from_mib(5, 5, 4)
+        )
 
     def release(self, release_id: str, models: dict[str, int]) -> None:
         write_release(self.moto, self.bucket, PREFIX, APP, release_id, models)
@@ -63,8 +67,8 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(shared_moto_server, tmp_path):
-    fleet = Fleet(shared_moto_server, tmp_path)
+def fleet(shared_s3_moto_server, tmp_path):
+    fleet = Fleet(shared_s3_moto_server, tmp_path)
     yield fleet
     fleet.close()
 

@@ -1,5 +1,5 @@
-"""Model repository end to end: moto server S3, the real tritonserver, the modules and the playbooks.
-
+"""Model repository end to end: moto server S3 behind the S3-shaped proxy (tests/harness/s3_proxy.py), the real
+tritonserver, the modules and the playbooks.
 Versions of model `m` answer OUTPUT0 = INPUT0 + <version>, so an inference says which version served it.
 """
 
@@ -59,8 +59,8 @@ class Stack:
 
 
 @pytest.fixture
-def stack(tmp_path, moto_server, triton_server) -> Stack:
-    return Stack(tmp_path, moto_server, triton_server)
+def stack(tmp_path, s3_moto_server, triton_server) -> Stack:
+    return Stack(tmp_path, s3_moto_server, triton_server)
 
 
 def test_modules_four_steps(stack):

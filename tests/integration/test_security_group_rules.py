@@ -71,6 +71,7 @@ def run_preflight(moto: MotoServer, net: dict[str, Any], manage: bool) -> tuple[
         "task_definition_family": "triton",
         "task_definition_memory": 30000,
         "fleet_cluster_name": "inference",
+        "fleet_capacity_ami_id": "ami-0a1b2c3d4e5f6a7b8",  # an AMI by id: no Packer manifest to read here
         "fleet_load_balancing_vpc_id": net["vpc"],
         "fleet_load_balancing_alb_security_groups": [groups["alb"]],
         "fleet_capacity_subnets": net["subnets"],

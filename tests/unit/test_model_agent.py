@@ -195,6 +195,19 @@ def test_tasks_not_running_other_containers_and_unpublished_ports_are_skipped():
     assert agent_instance.triton_tasks({"Tasks": None}, "triton", 8000, 8002) == []
 
 
+def test_views_in_use_are_those_of_triton_tasks_not_stopped():
+    triton = {"Name": "triton", "Ports": []}
+    listing = {
+        "Tasks": [
+            task("arn:task/starting", triton, known="PULLED"),
+            dict(task("arn:task/stopping", triton), Version="2", DesiredStatus="STOPPED"),
+            dict(task("arn:task/daemon", {"Name": "cloudwatch-agent"}), Family="agent"),
+            dict(task("arn:task/odd", triton), Version=None),
+        ]
+    }
+    assert agent_instance.views_in_use(listing, "triton") == {"triton-3"}
+
+
 def test_inference_failures_are_summed_per_model_over_versions():
     text = "\n".join(
         [

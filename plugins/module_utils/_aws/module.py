@@ -20,10 +20,11 @@ def aws_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleAWSModule
     return AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, **kwargs)
 
 
-def client(module: AnsibleAWSModule, service: str) -> Any:
+def client(module: AnsibleAWSModule, service: str, max_pool_connections: int | None = None) -> Any:
     """A boto3 client for `service` (the module's region, endpoint and credentials), its calls retried with jittered
-    backoff."""
-    return module.client(service, retry_decorator=AWSRetry.jittered_backoff())
+    backoff; `max_pool_connections` for a module that makes that many calls at once (botocore keeps 10)."""
+    extra = {"config": {"max_pool_connections": max_pool_connections}} if max_pool_connections else {}
+    return module.client(service, retry_decorator=AWSRetry.jittered_backoff(), **extra)
 
 
 def converge(module: AnsibleAWSModule, services: Sequence[str], ensure: Callable[..., dict[str, Any]], aws_msg: str) -> dict[str, Any]:

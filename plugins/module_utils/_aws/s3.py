@@ -94,6 +94,12 @@ def download(s3: Any, bucket: str, key: str, dest: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
+def get_range(s3: Any, bucket: str, key: str, start: int, end: int, etag: str | None) -> Any:
+    """The streaming body of bytes start..end (inclusive) of an object; with `etag`, only of that object (If-Match)."""
+    extra = {"IfMatch": etag} if etag else {}
+    return s3.get_object(aws_retry=True, Bucket=bucket, Key=key, Range=f"bytes={start}-{end}", **extra)["Body"]
+
+
 def put_object(s3: Any, bucket: str, key: str, body: Any, **extra: Any) -> None:
     """Uploads an object with a SHA-256 checksum: botocore computes it over the bytes it sends, S3 checks and keeps it."""
     s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256", **extra)
@@ -119,3 +125,45 @@ def upload_file(s3: Any, bucket: str, key: str, path: str) -> None:
 def delete_object(s3: Any, bucket: str, key: str) -> None:
     """Deletes an object; S3 answers a missing key with success too."""
     s3.delete_object(aws_retry=True, Bucket=bucket, Key=key)
+
+
+# ---------------------------------------------------------------- multipart uploads (objects above one PutObject)
+
+
+def create_multipart_upload(s3: Any, bucket: str, key: str) -> str:
+    """Starts a multipart upload whose parts each carry a SHA-256 that S3 checks on receipt; returns its UploadId."""
+    return s3.create_multipart_upload(aws_retry=True, Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")["UploadId"]
+
+
+def upload_part(s3: Any, bucket: str, key: str, upload_id: str, number: int, body: Any, sha256_b64: str) -> str:
+    """Uploads one part with its SHA-256 (computed locally beforehand): S3 refuses bytes that do not match (BadDigest)."""
+    answer = s3.upload_part(
+        aws_retry=True, Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, ChecksumSHA256=sha256_b64
+    )
+    return answer["ETag"]
+
+
+def complete_multipart_upload(s3: Any, bucket: str, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
+    """parts: [{PartNumber, ETag, ChecksumSHA256}] in order."""
+    s3.complete_multipart_upload(aws_retry=True, Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+
+
+def abort_multipart_upload(s3: Any, bucket: str, key: str, upload_id: str) -> None:
+    """Deletes an unfinished upload and its parts (S3 bills them until then); an upload already gone counts as aborted."""
+    try:
+        s3.abort_multipart_upload(aws_retry=True, Bucket=bucket, Key=key, UploadId=upload_id)
+    except ClientError as err:
+        if error_code(err) != "NoSuchUpload":
+            raise
+
+
+def list_multipart_uploads(s3: Any, bucket: str, key: str) -> list[dict[str, Any]]:
+    """The unfinished multipart uploads of exactly this key, oldest first."""
+    listed = s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=key).build_full_result()
+    return sorted((u for u in listed.get("Uploads", []) if u["Key"] == key), key=lambda u: str(u.get("Initiated", "")))
+
+
+def list_parts(s3: Any, bucket: str, key: str, upload_id: str) -> list[dict[str, Any]]:
+    """The parts an unfinished upload holds: [{PartNumber, Size, ETag, ChecksumSHA256 (when S3 kept one)}]."""
+    listed = s3.get_paginator("list_parts").paginate(Bucket=bucket, Key=key, UploadId=upload_id).build_full_result()
+    return listed.get("Parts", [])

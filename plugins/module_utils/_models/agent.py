@@ -59,6 +59,13 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
     view_releases,
     wanted_versions,
 )
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.transfer import (
+    Downloads,
+    HydrationMeter,
+    agent_download_settings,
+    load_hydration,
+    save_hydration,
+)
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import ModelStateError, ensure_loaded, serving
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient, TritonError
 
@@ -96,7 +103,9 @@ def s3_client(config: dict[str, Any]) -> BotocoreRetryingClient:
     import boto3
     from botocore.config import Config
 
-    retries = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=60)
+    # A connection per download worker (the pool would otherwise drop and reopen them), plus the agent's own calls.
+    pool = config["download_concurrency"] + config["sync_threads"] + 4
+    retries = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=60, max_pool_connections=pool)
     return BotocoreRetryingClient(boto3.client("s3", region_name=config["region"], endpoint_url=config["endpoint_url"], config=retries))
 
 
@@ -116,6 +125,9 @@ class ModelAgent:
         # (release_id, task arn, model, version) → Triton's reason: a version that failed to load is not retried until
         # the release changes (the controller sees "failed" and rolls back) or the agent restarts.
         self.load_failures: dict[tuple[str, str, str, int], str] = {}
+        # Large files: parallel ranged GETs on one pool for every model; the boot hydration's figures (bytes, seconds).
+        self.downloads = Downloads(s3, agent_download_settings(config))
+        self.hydration: dict[str, Any] | None = load_hydration(config["host_path"])
 
     # -- the releases
 
@@ -154,7 +166,7 @@ class ModelAgent:
 
         def one(model: str, version: int) -> None:
             result = _model_sync.sync_version(
-                self.s3, self.config["bucket"], self.config["prefix"], model, version, self.config["host_path"]
+                self.s3, self.config["bucket"], self.config["prefix"], model, version, self.config["host_path"], downloads=self.downloads
             )
             log.info("synced %s version %s: %d downloaded, %d linked", model, version, len(result["downloaded"]), len(result["linked"]))
 
@@ -275,6 +287,7 @@ class ModelAgent:
             parts.get("last_error"),
             self.hydrated_at,
         )
+        status["hydration"] = self.hydration
         self.write_status(status)
         return status
 
@@ -288,7 +301,10 @@ class ModelAgent:
         wanted = wanted_versions([*views.values(), self.release])
         if not wanted:
             log.info("no release record for application %s yet: nothing to hydrate", self.config["application"])
+        meter = HydrationMeter(self.downloads)
         synced = self.sync(wanted)
+        self.hydration = meter.figures()
+        save_hydration(self.config["host_path"], self.hydration)
         self.build_views(views, {})
         self.prune(wanted, {})
         self.mark_hydrated(self.release)
@@ -324,7 +340,7 @@ class ModelAgent:
                 live = {r["release_id"] for r in records.values() if r}
                 self.load_failures = {k: v for k, v in self.load_failures.items() if k[0] in live}
             listing = self.introspect()
-            in_use = views_in_use(listing)
+            in_use = views_in_use(listing, self.config["triton_container_name"])
             views = view_releases(records, self.identity["instance_id"], in_use)
             wanted = wanted_versions([*views.values(), self.release])
             synced = self.sync(wanted)

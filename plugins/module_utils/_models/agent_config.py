@@ -32,6 +32,11 @@ DEFAULTS: dict[str, Any] = {
     # After the last failed boot attempt: mark the instance Unhealthy in its Auto Scaling group (instance_health.py).
     "mark_unhealthy_on_failed_boot": True,
     "autoscaling_endpoint_url": None,
+    # S3 connections shared by every file of every model, the size of one ranged GET, and the memory for parts
+    # waiting to be hashed in order (transfer.DownloadSettings; docs/models.md says how to size them).
+    "download_concurrency": 64,
+    "download_part_mib": 8,
+    "download_buffer_mib": 256,
 }
 REQUIRED = ("bucket", "application", "region")
 _INTEGERS = (
@@ -42,6 +47,9 @@ _INTEGERS = (
     "boot_attempts",
     "load_timeout_s",
     "sync_threads",
+    "download_concurrency",
+    "download_part_mib",
+    "download_buffer_mib",
 )
 
 
@@ -76,6 +84,11 @@ def parse_config(raw: bytes, where: str) -> dict[str, Any]:
     for key in ("smoke_inference", "mark_unhealthy_on_failed_boot"):
         if not isinstance(config[key], bool):
             raise ConfigError(f"{where}: {key}={config[key]!r}; expected true or false")
+    if config["download_buffer_mib"] < config["download_part_mib"]:
+        raise ConfigError(
+            f"{where}: download_buffer_mib={config['download_buffer_mib']} is smaller than download_part_mib="
+            f"{config['download_part_mib']}; it holds the parts waiting to be hashed: give it at least one part"
+        )
     if not os.path.isabs(str(config["host_path"])):
         raise ConfigError(f"{where}: host_path={config['host_path']!r}; expected an absolute path (the model host path)")
     return config

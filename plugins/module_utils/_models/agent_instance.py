@@ -102,12 +102,15 @@ def task_view(task: dict[str, Any]) -> str | None:
     return view_name(family, revision) if family and revision.isdigit() else None
 
 
-def views_in_use(listing: dict[str, Any]) -> set[str]:
-    """The views of every task the ECS agent has not stopped (starting ones too: their entrypoint waits for its view)."""
+def views_in_use(listing: dict[str, Any], container_name: str) -> set[str]:
+    """The views of every Triton task the ECS agent has not stopped (starting ones too: their entrypoint waits for it)."""
     return {
         view
         for task in listing.get("Tasks") or []
-        if task.get("KnownStatus") != "STOPPED" and task.get("DesiredStatus") != "STOPPED" and (view := task_view(task))
+        if task.get("KnownStatus") != "STOPPED"
+        and task.get("DesiredStatus") != "STOPPED"
+        and any(c.get("Name") == container_name for c in task.get("Containers") or [])
+        and (view := task_view(task))
     }
 
 

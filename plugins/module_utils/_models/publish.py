@@ -9,6 +9,12 @@ and Python's ``__pycache__`` directories are left out and reported. Every upload
 checks on receipt and keeps; the publisher reads it back (HeadObject, ChecksumMode=ENABLED) and compares it with the
 manifest before it writes the manifest. A publish cut off half-way leaves no manifest; the next run skips the files
 S3 already holds verified and uploads the rest.
+
+Files above the multipart threshold go up as multipart uploads (`transfer.upload_multipart`): one PutObject carries
+at most 5 GB. The one local read of such a file computes its SHA-256 for the manifest and the SHA-256 of each part;
+each part is sent with its own, S3 refuses a part that does not match, and the object's stored checksum (the
+composite of the part digests, ``<base64>-<parts>``) is compared with the composite of the local part digests before
+the manifest is written: as strict as the whole-object checksum of a single upload.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ import stat
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.local_repository import sha256_file
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import (
     ManifestError,
     build_manifest,
@@ -27,6 +32,14 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manife
     manifest_files,
     manifest_key,
     render_manifest,
+)
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.transfer import (
+    UploadSettings,
+    composite_matches,
+    composite_sha256,
+    file_digests,
+    upload_multipart,
+    upload_part_bytes,
 )
 
 # Left out of a publish (and reported): Python writes it next to model.py when the directory is writable.
@@ -91,7 +104,21 @@ class SourceTree:
 def scan_source(source: str) -> dict[str, tuple[int, str]]:
     """{relative path: (size, sha256)} of every file of a version directory (see SourceTree for what is refused)."""
     tree = SourceTree(source)
-    return {path: sha256_file(real) for path, real in tree.files.items()}
+    return {path: file_digests(real, None)[:2] for path, real in tree.files.items()}
+
+
+def local_pass(tree: SourceTree, settings: UploadSettings) -> tuple[dict[str, tuple[int, str]], dict[str, dict[str, Any]]]:
+    """One read of every file: ({path: (size, sha256)}, {path of a multipart file: {part_bytes, digests, composite}})."""
+    hashed: dict[str, tuple[int, str]] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for path, real in tree.files.items():
+        size = os.path.getsize(real)
+        part_bytes = upload_part_bytes(size, settings.part_bytes) if settings.multipart(size) else None
+        size, sha, digests = file_digests(real, part_bytes)
+        hashed[path] = (size, sha)
+        if part_bytes is not None and settings.multipart(size):
+            parts[path] = {"part_bytes": part_bytes, "digests": digests, "composite": composite_sha256(digests)}
+    return hashed, parts
 
 
 def _read_config(config_path: str) -> str:
@@ -104,19 +131,40 @@ def _read_config(config_path: str) -> str:
         raise ManifestError(f"config={config_path!r} cannot be read ({err}); point it at the model's config.pbtxt") from err
 
 
-def _held_by_s3(found: dict[str, Any] | None, size: int, sha: str) -> bool:
-    """S3 holds this exact content: same size, and the SHA-256 S3 computed on receipt matches."""
-    return bool(found) and found.get("ContentLength") == size and _s3.stored_sha256(found) == sha
+def _held_by_s3(found: dict[str, Any] | None, size: int, sha: str, parts: dict[str, Any] | None = None) -> bool:
+    """S3 holds this exact content: same size, and the SHA-256 S3 computed on receipt matches (for a multipart
+    object, the composite of the part digests S3 verified matches the composite of the local parts)."""
+    if not found or found.get("ContentLength") != size:
+        return False
+    if parts is not None:
+        return composite_matches(found.get("ChecksumSHA256"), parts["composite"])
+    return _s3.stored_sha256(found) == sha
+
+
+def _stored(found: dict[str, Any] | None) -> str | None:
+    return _s3.stored_sha256(found) or (found or {}).get("ChecksumSHA256")
 
 
 def publish_version(
-    s3: Any, bucket: str, prefix: str, model: str, version: int, source: str, config_path: str, check_mode: bool = False
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    model: str,
+    version: int,
+    source: str,
+    config_path: str,
+    check_mode: bool = False,
+    upload: UploadSettings | None = None,
 ) -> dict[str, Any]:
-    """Uploads the files S3 does not already hold verified, checks each upload, then writes the manifest; versions are immutable."""
+    """Uploads the files S3 does not already hold verified, checks each upload, then writes the manifest; versions are immutable.
+
+    Files above `upload`'s multipart threshold go up as multipart uploads, parts in parallel (see module docstring).
+    """
+    upload = upload or UploadSettings()
     version = check_version(version)
     config_text = _read_config(config_path)
     tree = SourceTree(source)
-    hashed = {path: sha256_file(real) for path, real in tree.files.items()}
+    hashed, parts = local_pass(tree, upload)
     manifest = build_manifest(model, version, hashed, config_text)
     files = manifest_files(manifest)
     rendered = render_manifest(manifest)
@@ -130,6 +178,7 @@ def publish_version(
         "already_in_s3": [],
         "ignored": tree.ignored,
         "manifest_written": False,
+        "multipart": {},
     }
     existing = _s3.get_bytes(s3, bucket, key)
     if existing == rendered:
@@ -142,20 +191,29 @@ def publish_version(
             f"versions are immutable (a serving Triton may hold them): publish it as version {version + 1} or higher"
         )
     for path, (size, sha) in sorted(files.items()):
-        held = _held_by_s3(_s3.head(s3, bucket, file_key(prefix, model, version, path)), size, sha)
+        held = _held_by_s3(_s3.head(s3, bucket, file_key(prefix, model, version, path)), size, sha, parts.get(path))
         result["already_in_s3" if held else "uploaded"].append(path)
+        if path in parts and not held:
+            result["multipart"][path] = {"part_bytes": parts[path]["part_bytes"], "parts": len(parts[path]["digests"])}
     result["changed"] = True
     if check_mode:
         return result
     for path in result["uploaded"]:
         object_key = file_key(prefix, model, version, path)
-        _s3.upload_file(s3, bucket, object_key, tree.files[path])
+        if path in parts:
+            sent = upload_multipart(
+                s3, bucket, object_key, tree.files[path], parts[path]["part_bytes"], parts[path]["digests"], upload.concurrency
+            )
+            result["multipart"][path]["resumed_parts"] = sent["resumed_parts"]
+        else:
+            _s3.upload_file(s3, bucket, object_key, tree.files[path])
         stored = _s3.head(s3, bucket, object_key)
-        if not _held_by_s3(stored, *files[path]):
+        if not _held_by_s3(stored, *files[path], parts.get(path)):
+            expected = parts[path]["composite"] + " (composite of the parts)" if path in parts else files[path][1]
             raise ManifestError(
                 f"file {path} uploaded to s3://{bucket}/{object_key} does not match the manifest (S3 holds"
-                f" {(stored or {}).get('ContentLength')} bytes, sha256 {_s3.stored_sha256(stored)}; expected {files[path][0]} bytes,"
-                f" sha256 {files[path][1]}): the file changed while publishing; no manifest was written, publish again"
+                f" {(stored or {}).get('ContentLength')} bytes, sha256 {_stored(stored)}; expected {files[path][0]} bytes,"
+                f" sha256 {expected}): the file changed while publishing; no manifest was written, publish again"
             )
     # The manifest last: until it exists, readers treat the version as not published.
     _s3.put_object(s3, bucket, key, rendered, ContentType="application/json")

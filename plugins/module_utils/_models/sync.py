@@ -24,7 +24,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
@@ -63,8 +62,11 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manife
     verify_file,
     versions_from_keys,
 )
-
-DOWNLOAD_THREADS = 8
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.transfer import (
+    Downloads,
+    DownloadSettings,
+    downloads_for,
+)
 
 
 def _in_place(
@@ -119,11 +121,15 @@ def sync_version(
     host_path: str,
     check_mode: bool = False,
     verify_local: bool = False,
+    downloads: Downloads | None = None,
+    download_settings: DownloadSettings | None = None,
 ) -> dict[str, Any]:
     """Makes ``<host_path>/<model>/<version>`` match the published manifest; returns what it did.
 
     Only files found nowhere locally are downloaded; files another local version holds with the same SHA-256
     are hard-linked. Everything lands in a staging directory, is verified, and is renamed into place at once.
+    Downloads go through `downloads` (a pool shared with other syncs, the agent's) or, without one, a pool of this
+    call's own made from `download_settings` (see `transfer`: large files as parallel ranged GETs).
     """
     number, manifest, ignored_keys = resolve_manifest(s3, bucket, prefix, model, version)
     model_dir = os.path.join(host_path, model)
@@ -161,6 +167,7 @@ def sync_version(
     config_changed = read_raw(config_path) != config_bytes
     stale = stale_entries(model_dir)
     result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"], config_changed=config_changed)
+    result["downloaded_bytes"] = sum(files[p][0] for p in steps["download"])
     result.update(cleaned=stale, redownloaded=[])
     result["changed"] = not complete or config_changed or bool(stale)
     if not result["changed"] or check_mode:
@@ -170,11 +177,15 @@ def sync_version(
     with model_lock(model_dir):  # removes the stale staging and trash
         steps, elsewhere = plan()  # again under the lock: another sync may have finished meanwhile
         result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"])
+        result["downloaded_bytes"] = sum(files[p][0] for p in steps["download"])
         # The config first: the version directory appears only once everything it needs is in place.
         if read_raw(config_path) != config_bytes:
             write_atomic(config_path, config_bytes)
         if needs_swap(steps):
-            result["redownloaded"] = _stage_and_swap(s3, bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes)
+            with downloads_for(s3, downloads, download_settings) as fetcher:
+                result["redownloaded"] = _stage_and_swap(
+                    bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes, fetcher
+                )
         fsync_dir(model_dir)
     result["unexpected"] = unexpected_entries(model_dir, model)
     return result
@@ -196,7 +207,6 @@ def _extra_files(version_dir: str, files: dict[str, tuple[int, str]]) -> list[st
 
 
 def _stage_and_swap(
-    s3: Any,
     bucket: str,
     prefix: str,
     model: str,
@@ -206,6 +216,7 @@ def _stage_and_swap(
     steps: dict[str, list[str]],
     elsewhere: dict[tuple[str, str], str],
     manifest_bytes: bytes,
+    downloads: Downloads,
 ) -> list[str]:
     """Stage, verify, then put the version in place; returns the files re-downloaded because a local copy was corrupt."""
     version_dir = os.path.join(model_dir, str(number))
@@ -227,18 +238,17 @@ def _stage_and_swap(
                 download.append(path)
                 redownloaded.append(path)
 
-        def fetch(path: str) -> None:
+        def check(path: str, size: int, sha: str) -> None:
+            verify_file(path, files[path], size, sha, source=f"s3://{bucket}/{file_key(prefix, model, number, path)}")
+            os.chmod(os.path.join(staging, path), 0o644)
+
+        wanted = []
+        for path in download:
             dest = os.path.join(staging, path)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            key = file_key(prefix, model, number, path)
-            size, sha = _s3.download(s3, bucket, key, dest)
-            verify_file(path, files[path], size, sha, source=f"s3://{bucket}/{key}")
-            os.chmod(dest, 0o644)
-
-        if download:
-            with ThreadPoolExecutor(max_workers=min(DOWNLOAD_THREADS, len(download))) as pool:
-                for future in [pool.submit(fetch, p) for p in download]:
-                    future.result()
+            wanted.append((path, file_key(prefix, model, number, path), dest, files[path][0]))
+        if wanted:
+            downloads.fetch_files(bucket, wanted, check)
         for root, dirs, _names in os.walk(staging):
             for d in dirs:
                 os.chmod(os.path.join(root, d), 0o755)
