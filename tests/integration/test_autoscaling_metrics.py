@@ -169,3 +169,25 @@ def test_a_task_of_no_colour_service_publishes_the_application_wide_figures_only
     found = published(sidecar, GPU_SAMPLE.read_text(), entrypoint_target(tmp_path, {"Family": "triton"}))
     assert found and not any("Color" in dict(dims) for _name, dims in found)
     assert ("nv_gpu_utilization", (("App", "triton"), ("ClusterName", "inference"))) in found
+
+
+def test_the_dashboard_shows_tritons_figures_of_both_colours_side_by_side(sidecar, tmp_path: Path):
+    """Every Triton widget of role fleet_alarms' dashboard draws a line per colour, on the dimension set the sidecar
+    publishes for a colour's task: [ClusterName, App, Color]."""
+    run = run_playbook(REPO_ROOT / "tests" / "integration" / "playbooks" / "render_dashboard.yml")
+    assert run.rc == 0, run.stdout[-3000:]
+    body = run.result("Rendered")["ansible_facts"]["body"]
+    found = published(sidecar, GPU_SAMPLE.read_text(), entrypoint_target(tmp_path, {"ServiceName": "triton-green"}))
+    published_sets = {(name, tuple(sorted(k for k, _v in dims))) for name, dims in found}
+    by_title = {w["properties"].get("title", ""): w for w in body["widgets"] if w["type"] == "metric"}
+    triton = {t: w for t, w in by_title.items() if any(m[0] == "Triton" for m in w["properties"]["metrics"] if isinstance(m[0], str))}
+    assert len(triton) == 4, sorted(triton)
+    for title, widget in triton.items():
+        lines = [m for m in widget["properties"]["metrics"] if isinstance(m[0], str) and m[0] == "Triton"]
+        colours = set()
+        for line in lines:
+            dims = dict(zip(line[2:-1:2], line[3:-1:2], strict=False))
+            assert dims.get("ClusterName") == "inference" and dims.get("App") == "triton", (title, line)
+            colours.add(dims.get("Color"))
+            assert (line[1], tuple(sorted(dims))) in published_sets, (title, line)  # a line the sidecar publishes
+        assert {"blue", "green"} <= colours, (title, colours)  # GPU memory stays application-wide
