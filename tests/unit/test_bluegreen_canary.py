@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import canary, canary_metrics, hooks
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.canary_watch import CanaryFailed, CanaryWatch
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.hook_runner import HookRunner
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
 from tests.unit.test_bluegreen_runner import TGS, FakeAws, FakeClock, FakeTriton, params
@@ -249,3 +251,52 @@ def test_a_target_group_behind_no_load_balancer_fails_before_any_write():
     with pytest.raises(Exception, match="behind no load balancer"):
         canary_runner(aws).run()
     assert aws.calls == [] and TGS
+
+
+# ---------------------------------------------------------------- the collaborators on their own
+
+
+def test_the_hook_runner_asks_again_while_in_progress_then_times_out():
+    aws, clock = CanaryAws(), FakeClock()
+    aws.hook_answers = [{"hookStatus": "IN_PROGRESS"}]
+    timeline: list[tuple[str, str, str]] = []
+    guarded: list[int] = []
+    runner = HookRunner(
+        [{"stage": "before_traffic", "lambda_arn": HOOK, "name": "acceptance", "timeout_s": 30, "retry_interval_s": 10}],
+        aws,
+        clock,
+        lambda name: {"phase": name},
+        lambda entry, outcome, detail: timeline.append((entry["phase"], outcome, detail)),
+        lambda: guarded.append(1),
+        lambda stage, new, old, extra: {"stage": stage, "new_color": new, "old_color": old, **extra},
+    )
+    assert runner.problems() == []
+    with pytest.raises(hooks.HookFailed, match="hook acceptance at before_traffic failed: still IN_PROGRESS after 30 s"):
+        runner.run("before_traffic", "green", "blue")
+    assert runner.runs[0]["outcome"] == "timed_out" and runner.runs[0]["invocations"] == len(guarded) == 4
+    assert timeline == [("hook before_traffic acceptance", "failed", "still IN_PROGRESS after 30 s")]
+    runner.run("after_step", "green", "blue", step=10)  # no hook at that stage: nothing invoked
+    assert len(aws.invocations) == 4 and aws.invocations[0] == {"stage": "before_traffic", "new_color": "green", "old_color": "blue"}
+
+
+def test_the_canary_watch_judges_during_the_bake_and_fails_a_worse_standby():
+    aws, clock = CanaryAws(), FakeClock()
+    aws.figures["green"] = {"requests": 100.0, "target_5xx": 5.0}
+    watch = CanaryWatch(aws, {"enabled": True, "min_requests": 50}, {"blue": ["arn:tg/blue"], "green": ["arn:tg/green"]}, clock)
+    assert watch.attach({"arn:tg/blue": {"LoadBalancerArns": [LB]}, "arn:tg/green": {}}) == [
+        "target group arn:tg/green is behind no load balancer: its RequestCount cannot be read for the canary verdict; "
+        "attach it to the production listener or set canary.enabled false"
+    ]
+    watch.attach({"arn:tg/blue": {"LoadBalancerArns": [LB]}, "arn:tg/green": {"LoadBalancerArns": [LB]}})
+    checks: list[str] = []
+
+    def gates_and_alarms(seconds: float, what: str, also) -> None:  # the phases' watch: one check, then the verdict
+        checks.append(what)
+        clock.told_sleep(seconds)
+        also()
+
+    with pytest.raises(CanaryFailed, match="canary verdict at 10%: green is worse than blue"):
+        watch.bake(10, "green", "blue", clock.utcnow(), 5, 1, gates_and_alarms)
+    assert checks == ["bake at 10%"] and watch.summary()["verdict"] == "fail"
+    aws.figures["green"] = {"requests": 100.0, "target_5xx": 0.0}
+    assert watch.bake(50, "green", "blue", clock.utcnow(), 5, 1, gates_and_alarms) == "baked 5 s, canary verdict pass on 100 requests"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2
@@ -16,16 +18,17 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import drain_endpoints as endpoints
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, grpc_route, placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, grpc_route, hooks, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_checks import CutoverChecks, CutoverFailed
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.canary_watch import CanaryFailed
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverFailed, CutoverState
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models, version_problems
 
 __all__ = ["CutoverFailed", "CutoverPhases"]
 
 
-class CutoverPhases(CutoverChecks):
+class CutoverPhases(CutoverState):
     """Each phase of a cutover over the run's view; a failed gate or timeout raises CutoverFailed."""
 
     DRAIN_POLL_S = 0.5  # how often the old colour's metrics are sampled during the drain
@@ -178,6 +181,31 @@ class CutoverPhases(CutoverChecks):
             if also is not None:
                 also()
 
+    def bake(self, plan: bg.Plan, step: int, since: datetime) -> str:
+        """Hold the step bake_time_s while alarms and gates are watched, and with the canary until its verdict."""
+        if self.canary_watch is None:
+            self._watch(plan.new, self.p["bake_time_s"], f"bake at {step}%")
+            return f"baked {self.p['bake_time_s']} s"
+        try:
+            return self.canary_watch.bake(
+                step,
+                plan.new,
+                plan.old,
+                since,
+                self.p["bake_time_s"],
+                self.p["watch_interval_s"] or 1,
+                lambda seconds, what, also: self._watch(plan.new, seconds, what, also),
+            )
+        except CanaryFailed as e:
+            raise CutoverFailed(str(e)) from None
+
+    def run_hooks(self, stage: str, plan: bg.Plan, **extra: Any) -> None:
+        """The hooks of `stage`; a failing one fails the cutover (it rolls back)."""
+        try:
+            self.hook_runner.run(stage, plan.new, plan.old, **extra)
+        except hooks.HookFailed as e:
+            raise CutoverFailed(str(e)) from None
+
     def phase_traffic(self, plan: bg.Plan) -> None:
         if plan.steps and not self.weights.get(plan.new):
             self.run_hooks("before_traffic", plan)
@@ -191,7 +219,7 @@ class CutoverPhases(CutoverChecks):
                 self._end(entry, "failed", str(e))
                 raise
             self._end(entry, "ok", f"{plan.new}={step} {plan.old}={100 - step}, {baked}")
-            verdict = self.canary().steps[-1] if self.canary_enabled() and self.canary().steps else None
+            verdict = self.canary_watch.steps[-1] if self.canary_watch is not None and self.canary_watch.steps else None
             self.run_hooks("after_step", plan, step=step, canary=verdict)
         if not plan.steps:
             self._end(self._phase("traffic"), "skipped", f"{plan.new} already has 100%")
@@ -349,4 +377,4 @@ class CutoverPhases(CutoverChecks):
             "seconds": round(restored - detected, 3),
         }
         self._end(entry, "ok", f"traffic back on {plan.old}: {reason}")
-        self.run_hooks_after_rollback(plan, reason)
+        self.hook_runner.run_after_rollback(plan.new, plan.old, reason)

@@ -4,7 +4,9 @@
 
 `CutoverState` holds the run's view (production weights, each colour's service and target health, the task
 definition), its timeline, and the three writes a cutover makes: production weights, a service's size and task
-definition, the test listener. The phases (`cutover_phases.py`) and the run (`runner.py`) build on it.
+definition, the test listener. The phases (`cutover_phases.py`) and the run (`runner.py`) build on it. It also
+makes the run's two collaborators, each with explicit inputs: the canary watch (`canary_watch.py`, when
+canary.enabled) and the hook runner (`hook_runner.py`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cl
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, listener_actions
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks, listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.canary_watch import CanaryWatch
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.drain_endpoints import DrainWatch
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.hook_runner import HookRunner
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
+
+
+class CutoverFailed(Exception):
+    """A gate, alarm, canary verdict, hook or timeout failed after the cutover began: the runner rolls back."""
 
 
 class Clients:
@@ -97,7 +105,6 @@ class CutoverState:
         self.rollback: dict[str, Any] | None = None
         self.drain_watched: DrainWatch | None = None  # what the drain watched (in check mode: would watch)
         self.target_group_descriptions: dict[str, dict[str, Any] | None] = {}  # as discover read them (load balancers)
-        self.hook_runs: list[dict[str, Any]] = []  # each hook invoked, its stage, outcome and seconds
         self.weights: dict[str, int] = {}
         self.colors: dict[str, gates.ColorState] = {}
         self.prod_actions: list[dict[str, Any]] = []
@@ -116,6 +123,22 @@ class CutoverState:
             )
             if params.get("autoscaling")
             else None
+        )
+        # Collaborators: the canary verdict of each step (its target groups' load balancers are read by validate_aws),
+        # and the hooks at the phase boundaries.
+        self.canary_watch = (
+            CanaryWatch(clients.cloudwatch, params.get("canary") or {}, {c: self._colour_groups(c) for c in bg.COLORS}, self.clock)
+            if (params.get("canary") or {}).get("enabled")
+            else None
+        )
+        self.hook_runner = HookRunner(
+            params.get("hooks"),
+            clients.lambda_ if params.get("hooks") else None,
+            self.clock,
+            self._phase,
+            self._end,
+            self._guard_write,
+            lambda stage, new, old, extra: hooks.context(self.p, stage, new, old, self.weights, **extra),
         )
 
     # ------------------------------------------------------------ timeline
@@ -178,6 +201,9 @@ class CutoverState:
             errors.append(f"test_listener_arn {self.p['test_listener_arn']} does not exist")
         if self.grpc.get("test_listener_arn") and elb.describe_listener(self.aws.elbv2, self.grpc["test_listener_arn"]) is None:
             errors.append(f"grpc.test_listener_arn {self.grpc['test_listener_arn']} does not exist")
+        if self.canary_watch is not None:
+            errors += self.canary_watch.attach(found_tgs)
+        errors += self.hook_runner.problems()
         if errors:
             raise bg.PlanError(errors)
         self.described = described

@@ -146,8 +146,8 @@ class Runner(CutoverPhases):
             "diff": {"before": self.before, "after": after},
             "autoscaling": self.scaling.summary() if self.scaling is not None else {},
             "drain_watch": self.drain_watched.as_dict() if self.drain_watched is not None else {},
-            "canary": self.canary().summary() if self.canary_enabled() else {"enabled": False},
-            "hooks": list(self.hook_runs),
+            "canary": self.canary_watch.summary() if self.canary_watch is not None else {"enabled": False},
+            "hooks": list(self.hook_runner.runs),
             "hooks_planned": hooks.planned(self.p.get("hooks"), plan.phases, plan.steps),
         }
 
