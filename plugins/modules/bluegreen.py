@@ -153,12 +153,12 @@ options:
       - The gRPC route of the application - Triton's gRPC port behind the same ALB, a second pair of target groups
         (protocol version GRPC, health check on Triton's gRPC readiness) forwarded by an HTTPS listener or rule.
         Its weights move in the same steps as the HTTP route's (one write after the other); its test listener is
-        pointed at the standby with the HTTP one; the gates also run over gRPC on its test route (C(tritonclient.grpc):
+        pointed at the standby with the HTTP one; the gates also run over gRPC on its test route (C(tritonclient.grpc) -
         server live and ready, O(gates.expected_models) ready); the standby is up when its targets are healthy in both
         target groups; the canary verdict sums both target groups of a colour. The drain needs nothing more (Triton's
         metrics count both protocols).
       - The gRPC gates need C(tritonclient[grpc]) on the controller; without it a gRPC test route is refused before any write.
-      - An NLB has no weighted forward (one target group per listener): a gRPC route on an NLB is a swap, not steps; see
+      - An NLB has no weighted forward (one target group per listener), so a gRPC route on an NLB is a swap, not steps; see
         docs/cutover.md, "gRPC".
     type: dict
     suboptions:
@@ -262,7 +262,7 @@ options:
     description:
       - User hooks at the cutover's phase boundaries - a Lambda function invoked synchronously with the cutover's
         context (application, stage, colours, weights, task definition, target groups, step, canary verdict, rollback
-        reason). It answers C({"hookStatus": "SUCCEEDED"}), V(FAILED) or V(IN_PROGRESS) (asked again every
+        reason). It answers with C(hookStatus) V(SUCCEEDED), V(FAILED) or V(IN_PROGRESS) (asked again every
         C(retry_interval_s) until C(timeout_s)), as ECS native deployments' lifecycle hooks do.
       - A hook that fails, raises, answers anything else or times out rolls the cutover back; an C(after_rollback)
         hook's failure is only reported. A hook may run again when an interrupted cutover is resumed.
