@@ -76,11 +76,14 @@ def test_credentials_of_another_account_are_refused_before_any_write_or_build(tm
     assert f"belong to account {ACCOUNT_ID}" in msg and "aws_account_id is 210987654321" in msg
     assert "region us-east-1" in msg and "AWS_PROFILE" in msg
     assert actions == []
-    # nothing after the preflight ran: no image build, no AWS task (before it, only the model host path settled
-    # from the inventory and Packer's manifest, which reads no AWS)
+    # nothing after the preflight ran: no image build, no AWS task (before it, only the model host path and the
+    # fleet's architecture settled from the inventory and Packer's manifest, which reads no AWS)
     assert [t["name"] for t in run.tasks] == [
         "Settle the model host path (the AMI's)",
         "inferops.triton_ecs.fleet_capacity : Settle the model host path (the AMI's, from its Packer manifest)",
+        "Settle the fleet's CPU architecture (the AMI's, or the instance type's)",
+        "inferops.triton_ecs.fleet_capacity : Settle the fleet's CPU architecture",
+        "inferops.triton_ecs.fleet_capacity : Check the fleet's CPU architecture",
         PREFLIGHT_TASK,
     ]
 

@@ -161,3 +161,13 @@ def test_a_metrics_target_dir_is_a_task_volume_the_entrypoint_writes_the_sidecar
     assert env(triton(td))["INFEROPS_METRICS_TARGET_FILE"] == "/inferops/metrics/triton.json"
     plain = render(module_params(triton={}))
     assert "INFEROPS_METRICS_TARGET_FILE" not in env(triton(plain)) and "volumes" not in plain
+
+
+def test_the_fleet_architecture_becomes_the_runtime_platform():
+    assert render(module_params(cpu_architecture="ARM64"))["runtimePlatform"] == {
+        "cpuArchitecture": "ARM64",
+        "operatingSystemFamily": "LINUX",
+    }
+    assert render(module_params(cpu_architecture="X86_64"))["runtimePlatform"]["cpuArchitecture"] == "X86_64"
+    # Not given: no runtimePlatform, so an existing family gets no new revision from this option.
+    assert "runtimePlatform" not in render(module_params())
