@@ -403,7 +403,9 @@ def test_services_create_arguments() -> None:
     assert services.create_arguments(service_params(capacity_provider_strategy=[]), "blue", "x")["launchType"] == "EC2"
 
 
-GRPC_TG = {c: f"arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/triton-grpc-{c}/{i}" for i, c in enumerate(("blue", "green"))}
+GRPC_TG = {
+    c: f"arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/triton-grpc-{c}/{i}" for i, c in enumerate(("blue", "green"))
+}
 
 
 def test_services_register_in_the_grpc_target_groups_on_tritons_grpc_port() -> None:
