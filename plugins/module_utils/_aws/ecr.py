@@ -74,3 +74,11 @@ def layer_download_url(ecr: Any, registry_id: str, repository: str, digest: str)
     return ecr.get_download_url_for_layer(aws_retry=True, registryId=registry_id, repositoryName=repository, layerDigest=digest)[
         "downloadUrl"
     ]
+
+
+def repository_exists(ecr: Any, name: str) -> bool:
+    try:
+        ecr.describe_repositories(aws_retry=True, repositoryNames=[name])
+    except is_boto3_error_code("RepositoryNotFoundException"):
+        return False
+    return True

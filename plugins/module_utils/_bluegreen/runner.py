@@ -50,6 +50,8 @@ class Runner(CutoverPhases):
             plan, phases = self._plan_under_lock()
         self._end(entry, "ok", f"{plan.action}: {plan.reason}")
         if self.check_mode:
+            if "capacity" in phases:
+                self.phase_capacity(plan)  # reads only: a standby the real run could not place fails the dry run too
             self.writes = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
             if self.grpc_tgs:  # the gRPC route's forward moves with each weight write
                 self.writes = [w for write in self.writes for w in _with_grpc(write)]
