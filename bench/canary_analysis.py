@@ -136,7 +136,12 @@ def measure(tmp: Path) -> dict[str, float] | None:
                 if live == "green"
                 else [app.task_definitions[1], app.task_definitions[2]]
             )
-            grpc = {"target_groups": app.grpc_target_groups, "listener_arn": app.grpc_listener_arn, "test_route_url": grpc_test.url}
+            grpc = {
+                "target_groups": app.grpc_target_groups,
+                "listener_arn": app.grpc_listener_arn,
+                "test_route_url": grpc_test.url,
+                "test_route_tls": False,  # the stand-in's plaintext test route (tests/integration/test_grpc_cutover.py calls one over TLS)
+            }
             grpc["test_listener_arn"] = app.grpc_test_listener_arn
             for task_definition in order:
                 rc, result = cutover(app, task_definition, test.url, traffic_steps=[10, 50, 100], bake_time_s=2, canary={}, grpc=grpc)

@@ -154,9 +154,10 @@ options:
         (protocol version GRPC, health check on Triton's gRPC readiness) forwarded by an HTTPS listener or rule.
         Its weights move in the same steps as the HTTP route's (one write after the other); its test listener is
         pointed at the standby with the HTTP one; the gates also run over gRPC on its test route (C(tritonclient.grpc) -
-        server live and ready, O(gates.expected_models) ready); the standby is up when its targets are healthy in both
-        target groups; the canary verdict sums both target groups of a colour. The drain needs nothing more (Triton's
-        metrics count both protocols).
+        server live and ready, O(gates.expected_models) ready, the O(gates.smoke) inference; over TLS unless
+        O(grpc.test_route_tls=false)); the standby is up when its targets are healthy in both target groups; the
+        canary verdict sums both target groups of a colour. The drain needs nothing more (Triton's metrics count both
+        protocols).
       - The gRPC gates need C(tritonclient[grpc]) on the controller; without it a gRPC test route is refused before any write.
       - An NLB has no weighted forward (one target group per listener), so a gRPC route on an NLB is a swap, not steps; see
         docs/cutover.md, "gRPC".
@@ -181,6 +182,20 @@ options:
       test_route_urls:
         description: C(host:port) of each colour's gRPC route (keys V(blue) and V(green)).
         type: dict
+      test_route_tls:
+        description:
+          - Call the gRPC test route over TLS. An ALB forwards gRPC on HTTPS listeners only, so this stays V(true)
+            against an ALB; V(false) for a plaintext route (a proxy in the VPC, or a test stand-in).
+        type: bool
+        default: true
+      test_route_server_name:
+        description:
+          - The name the test listener's certificate is checked against, when the route's host is not a name the
+            certificate holds (the ALB's DNS name, while the certificate names the service).
+        type: str
+      test_route_ca_file:
+        description: PEM file of the root certificates that sign the test listener's certificate (a private CA); default the system's.
+        type: path
   canary:
     description:
       - The relative canary verdict of every traffic step. During each bake the standby colour is compared with the live
@@ -499,9 +514,9 @@ drain_watch:
     not_watched: []
 canary:
   description:
-    - With O(canary.enabled) - C(verdict) (V(pass), V(fail), V(none)), the C(options) used and C(steps), one entry per
-      judged traffic step - C(step), C(outcome) (V(pass), V(fail), V(insufficient_data), V(insufficient_data_pass)),
-      C(verdict), C(reasons), C(checks) (each check's standby and live value and limit, the p-value with the test),
+    - With O(canary.enabled) - C(verdict) (V(pass), V(fail), V(insufficient_data_pass) when a step passed without
+      a verdict, V(none)), the C(options) used and C(steps), one entry per judged traffic step - C(step),
+      C(outcome) (V(pass), V(fail), V(insufficient_data), V(insufficient_data_pass)), C(verdict), C(reasons), C(checks) (each check's standby and live value and limit, the p-value with the test),
       C(standby) and C(live) figures with their C(window), and C(waited_beyond_bake_s). C({enabled - false}) otherwise.
   returned: always
   type: dict
@@ -584,6 +599,9 @@ def main() -> None:
                 test_listener_arn=dict(type="str"),
                 test_route_url=dict(type="str"),
                 test_route_urls=dict(type="dict"),
+                test_route_tls=dict(type="bool", default=True),
+                test_route_server_name=dict(type="str"),
+                test_route_ca_file=dict(type="path"),
             ),
         ),
         canary=dict(

@@ -10,7 +10,10 @@ robin per call, round robin over a group's targets; one channel kept per target)
 `ModelStreamInfer` is forwarded as one stream to one target (an ALB routes a stream as one request); every other
 method of `inference.GRPCInferenceService` is unary.
 
-Not modelled: TLS (the HTTPS listener: here plaintext HTTP/2), ALB health checks (a target is as healthy as moto
+The HTTPS listener: with `tls=(certificate_path, key_path)` the route serves TLS with that certificate, as the
+listener serves its ACM certificate (the gates then call it as they call an ALB); without, plaintext HTTP/2.
+
+Not modelled: ALB health checks (a target is as healthy as moto
 says), gRPC health-check matchers, deregistration delay (a deregistered target gets no new call from the next refresh
 on), per-request metrics in CloudWatch (the HTTP route publishes them; the canary sees gRPC work through Triton's
 counters), other streaming methods than Triton's.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -33,7 +37,9 @@ _RESERVED = ("grpc-", ":")
 
 
 class GrpcRoute:
-    def __init__(self, moto: MotoServer, listener_arn: str, cache_s: float = 0.25, workers: int = 32) -> None:
+    def __init__(
+        self, moto: MotoServer, listener_arn: str, cache_s: float = 0.25, workers: int = 32, tls: tuple[Path, Path] | None = None
+    ) -> None:
         self.listener_arn = listener_arn
         self.cache_s = cache_s
         self.elbv2 = moto.client("elbv2")
@@ -47,7 +53,11 @@ class GrpcRoute:
         self._failures: Counter[tuple[str, str]] = Counter()
         self._stopping = threading.Event()
         self.server = grpc.server(ThreadPoolExecutor(max_workers=workers), handlers=[_Forward(self)])
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        if tls is None:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
+        else:
+            certificate, key = (Path(p).read_bytes() for p in tls)
+            self.port = self.server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, certificate)]))
         self.url = f"127.0.0.1:{self.port}"
 
     def start(self) -> GrpcRoute:

@@ -300,3 +300,25 @@ def test_the_canary_watch_judges_during_the_bake_and_fails_a_worse_standby():
     assert checks == ["bake at 10%"] and watch.summary()["verdict"] == "fail"
     aws.figures["green"] = {"requests": 100.0, "target_5xx": 0.0}
     assert watch.bake(50, "green", "blue", clock.utcnow(), 5, 1, gates_and_alarms) == "baked 5 s, canary verdict pass on 100 requests"
+
+
+def test_a_step_passed_without_a_verdict_is_not_reported_as_a_failed_cutover():
+    aws, clock = CanaryAws(), FakeClock()
+    aws.figures["green"] = {"requests": 3.0, "target_5xx": 0.0}
+    options = {"enabled": True, "min_requests": 50, "max_wait_s": 2, "on_insufficient_data": "pass"}
+    watch = CanaryWatch(aws, options, {"blue": ["arn:tg/blue"], "green": ["arn:tg/green"]}, clock)
+    watch.attach({"arn:tg/blue": {"LoadBalancerArns": [LB]}, "arn:tg/green": {"LoadBalancerArns": [LB]}})
+
+    def told_wait(seconds: float, what: str, also) -> None:
+        clock.told_sleep(seconds)
+        also()
+
+    assert "passed (on_insufficient_data pass)" in watch.bake(10, "green", "blue", clock.utcnow(), 5, 1, told_wait)
+    assert watch.summary()["verdict"] == "insufficient_data_pass" and watch.steps[0]["outcome"] == "insufficient_data_pass"
+    aws.figures["green"] = {"requests": 100.0, "target_5xx": 0.0}
+    watch.bake(100, "green", "blue", clock.utcnow(), 5, 1, told_wait)
+    assert watch.summary()["verdict"] == "insufficient_data_pass"  # one step passed without a verdict
+    aws.figures["green"] = {"requests": 100.0, "target_5xx": 9.0}
+    with pytest.raises(CanaryFailed):
+        watch.bake(100, "green", "blue", clock.utcnow(), 5, 1, told_wait)
+    assert watch.summary()["verdict"] == "fail"

@@ -21,6 +21,8 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen imp
 # The phases' watch of alarms and gates: watch(seconds, what, also) waits `seconds`, checking them (and `also`, the
 # verdict) every watch interval, and raises when one fails.
 Watch = Callable[[float, str, Callable[[], None]], None]
+# What a step did when its bake ended without a verdict (on_insufficient_data rollback, or pass).
+INSUFFICIENT_FAIL, INSUFFICIENT_PASS = "insufficient_data", "insufficient_data_pass"
 
 
 class CanaryFailed(Exception):
@@ -88,7 +90,7 @@ class CanaryWatch:
             decision = canary.insufficient(latest[0], waited, self.options)
             if decision == canary.PASS:
                 passed = latest[0].outcome == canary.PASS
-                self.record(step, latest[0], canary.PASS if passed else "insufficient_data_pass", waited)
+                self.record(step, latest[0], canary.PASS if passed else INSUFFICIENT_PASS, waited)
                 if passed:
                     more = f" (waited {waited:.0f} s more)" if waited >= 1 else ""
                     return f"baked {bake_time_s} s, canary verdict pass on {latest[0].standby.requests:g} requests{more}"
@@ -97,7 +99,7 @@ class CanaryWatch:
                     "passed (on_insufficient_data pass)"
                 )
             if decision == canary.FAIL:
-                self.record(step, latest[0], "insufficient_data", waited)
+                self.record(step, latest[0], INSUFFICIENT_FAIL, waited)
                 raise CanaryFailed(
                     f"canary verdict at {step}%: none after the bake and {waited:.0f} s more ({latest[0].reasons[0]}); "
                     "raise the step's weight or bake_time_s, lower canary.min_requests, or set canary.on_insufficient_data pass"
@@ -113,10 +115,18 @@ class CanaryWatch:
         return entry
 
     def summary(self) -> dict[str, Any]:
-        failed = [s for s in self.steps if s["outcome"] != canary.PASS]
+        """The cutover's verdict: fail when a step failed (on its figures or for want of them), pass when every step
+        passed on its figures, insufficient_data_pass when some passed without a verdict (on_insufficient_data pass)."""
+        outcomes = {s["outcome"] for s in self.steps}
+        if outcomes & {canary.FAIL, INSUFFICIENT_FAIL}:
+            overall = canary.FAIL
+        elif INSUFFICIENT_PASS in outcomes:
+            overall = INSUFFICIENT_PASS
+        else:
+            overall = canary.PASS if self.steps else "none"
         return {
             "enabled": True,
-            "verdict": canary.FAIL if failed else (canary.PASS if self.steps else "none"),
+            "verdict": overall,
             "options": {k: v for k, v in self.options.items() if k != "enabled"},
             "steps": list(self.steps),
         }

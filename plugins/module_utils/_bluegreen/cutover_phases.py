@@ -121,9 +121,7 @@ class CutoverPhases(CutoverState):
         if not url:
             grpc_url = grpc_route.test_url(self.p.get("grpc"), color)
             if grpc_url:
-                problems += grpc_route.gate_problems(
-                    grpc_url, self.p["gates"].get("expected_models") or [], self.p["gates"]["request_timeout_s"]
-                )
+                problems += grpc_route.gate_problems(grpc_url, self.p["gates"], self.p.get("grpc"))
             return problems
         options = self.p["gates"]
         client = self.triton(url, options["request_timeout_s"])
@@ -144,7 +142,7 @@ class CutoverPhases(CutoverState):
             problems.append(f"Triton gate on {url}: {e}")
         grpc_url = grpc_route.test_url(self.p.get("grpc"), color)
         if grpc_url:
-            problems += grpc_route.gate_problems(grpc_url, options.get("expected_models") or [], options["request_timeout_s"])
+            problems += grpc_route.gate_problems(grpc_url, options, self.p.get("grpc"))
         return problems
 
     def phase_gates(self, plan: bg.Plan) -> None:
@@ -157,7 +155,9 @@ class CutoverPhases(CutoverState):
                 self._end(
                     entry,
                     "ok",
-                    "alarms OK" + (", Triton ready, models READY, smoke inference as expected" if self._test_url(plan.new) else ""),
+                    "alarms OK"
+                    + (", Triton ready, models READY, smoke inference as expected" if self._test_url(plan.new) else "")
+                    + (" (over HTTP and gRPC)" if self._test_url(plan.new) and grpc_route.test_url(self.p.get("grpc"), plan.new) else ""),
                 )
                 return
             if self.clock.monotonic() >= deadline:
