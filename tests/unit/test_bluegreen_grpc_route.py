@@ -4,7 +4,7 @@ The real client against a real tritonserver: tests/integration/test_grpc_cutover
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -39,10 +39,10 @@ class FakeResult:
 class FakeClient:
     """tritonclient.grpc.InferenceServerClient as the gates use it; records how it was made and what it was asked."""
 
-    made: list[tuple[str, dict[str, Any]]] = []
-    ready_models: set[str] = {"simple"}
-    answer: dict[str, Any] = {}
-    asked: list[tuple[str, list[Any], str]] = []
+    made: ClassVar[list[tuple[str, dict[str, Any]]]] = []
+    ready_models: ClassVar[set[str]] = {"simple"}
+    answer: ClassVar[dict[str, Any]] = {}
+    asked: ClassVar[list[tuple[str, list[Any], str]]] = []
 
     def __init__(self, url: str, **options: Any) -> None:
         FakeClient.made.append((url, options))
@@ -122,10 +122,10 @@ def test_smoke_inputs_of_bytes_and_integers():
 
 def test_tls_options_on_a_plaintext_route_name_the_conflict():
     errors = grpc_route.option_errors({**GRPC, "test_route_tls": False, "test_route_server_name": "triton.example.test"}, TGS)
-    assert errors == [
-        "grpc.test_route_server_name is set but grpc.test_route_tls is false: TLS options need a TLS route; drop one of them"
-    ]
-    assert grpc_route.option_errors({**GRPC, "test_route_url": "alb.example:8444", "test_route_server_name": "triton.example.test"}, TGS) == []
+    assert errors == ["grpc.test_route_server_name is set but grpc.test_route_tls is false: TLS options need a TLS route; drop one of them"]
+    assert (
+        grpc_route.option_errors({**GRPC, "test_route_url": "alb.example:8444", "test_route_server_name": "triton.example.test"}, TGS) == []
+    )
 
 
 def test_a_controller_without_tritonclient_is_told_the_fix(monkeypatch):
