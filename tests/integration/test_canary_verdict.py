@@ -173,3 +173,24 @@ def test_a_failing_tasks_file_hook_rolls_back_through_the_role(moto_server):
     assert app.weights() == {"blue": 100, "green": 0} and app.services()["green"]["desiredCount"] == 0
     recorded = [r.get("msg") for task in run.tasks if "Record the" in task["name"] for r in task["hosts"].values()]
     assert recorded == ["hook ran at standby_healthy", "hook ran at after_rollback"], recorded
+    published = run.result("The failed cutover's result")["bluegreen_cutover_failed_result"]
+    assert published["msg"] == "hook acceptance at before_traffic failed: acceptance check failed on green"
+    assert published["canary"] == {"enabled": False} and published["rollback"]["reason"], published
+
+
+def test_the_role_publishes_the_failed_phases_result_for_the_ledger(moto_server):
+    """A Lambda hook failing inside the module: the role's own fail carries the message only, so the module's result
+    (the hooks, the rollback, the canary's) is published in bluegreen_cutover_failed_result, which deploy.yml records."""
+    app = create_app(moto_server)
+    app.register_targets("green", 2)
+    arn = hook_function(moto_server, "acceptance")
+    queue_hook_answers(moto_server, [{"hookStatus": "FAILED", "reason": "change ticket rejected"}])
+    args = app.module_args("triton:2")
+    role_vars = {k: args[k] for k in ("cluster", "name", "task_definition", "desired_count", "target_groups", "listener_arn")}
+    hooks = [{"stage": "before_traffic", "lambda_arn": arn, "name": "change"}]
+    run = run_playbook(ROLE_PLAYBOOK, {"role_vars": {**role_vars, "hooks": hooks}}, env=moto_server.env())
+    assert run.rc != 0 and app.weights() == {"blue": 100, "green": 0}
+    published = run.result("The failed cutover's result")["bluegreen_cutover_failed_result"]
+    assert published["msg"] == "rolled back to blue: hook change at before_traffic failed: change ticket rejected"
+    assert [(h["stage"], h["outcome"]) for h in published["hooks"]] == [("before_traffic", "failed")]
+    assert published["rollback"] and published["canary"] == {"enabled": False}
