@@ -516,7 +516,8 @@ canary:
   description:
     - With O(canary.enabled) - C(verdict) (V(pass), V(fail), V(insufficient_data_pass) when a step passed without
       a verdict, V(none)), the C(options) used and C(steps), one entry per judged traffic step - C(step),
-      C(outcome) (V(pass), V(fail), V(insufficient_data), V(insufficient_data_pass)), C(verdict), C(reasons), C(checks) (each check's standby and live value and limit, the p-value with the test),
+      C(outcome) (V(pass), V(fail), V(insufficient_data), V(insufficient_data_pass)), C(verdict), C(reasons),
+      C(checks) (each check's standby and live value and limit, the p-value with the test),
       C(standby) and C(live) figures with their C(window), and C(waited_beyond_bake_s). C({enabled - false}) otherwise.
   returned: always
   type: dict
