@@ -117,6 +117,14 @@ options:
             C(model_release state=resolved) derives from the image and the models. A new release therefore registers a
             new revision, which the blue/green cutover brings up, even when only the models changed.
         type: str
+      metrics_target_dir:
+        description:
+          - A directory on a task volume (C(metrics-targets)) mounted read-write in the Triton container, where the image's
+            entrypoint writes the metrics sidecar's scrape target with the task's service and colour, read from the task
+            metadata endpoint (C(INFEROPS_METRICS_TARGET_FILE=<dir>/triton.json)). A sidecar in O(extra_containers)
+            mounts C(sourceVolume=metrics-targets) read-only at the same path (deploy.yml's metrics sidecar does).
+          - Unset renders neither the volume nor the variable.
+        type: str
       model_control_mode:
         description: Triton model control mode. V(explicit) is the production choice; V(poll) can see partial copies.
         type: str
@@ -374,6 +382,7 @@ def main() -> None:
                 model_repository_host_path=dict(type="str"),
                 model_view=dict(type="bool", default=True),
                 release_id=dict(type="str"),
+                metrics_target_dir=dict(type="str"),
                 model_control_mode=dict(type="str", default="explicit"),
                 exit_timeout_s=dict(type="int", default=30),
                 drain_timeout_s=dict(type="int", default=30),

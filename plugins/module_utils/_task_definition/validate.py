@@ -179,6 +179,14 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
         errors.append(f"triton.model_repository_host_path: {host_path!r} is relative; give an absolute path on the container instance")
     elif host_path is not None:
         errors += checks.check_text("triton.model_repository_host_path", host_path, "give an absolute path on one line")
+    target_dir = triton.get("metrics_target_dir")
+    if target_dir is not None and (
+        not str(target_dir).startswith("/")
+        or str(target_dir).rstrip("/") in ("", str(triton.get("model_repository", "/models")).rstrip("/"))
+    ):
+        errors.append(
+            f"triton.metrics_target_dir: {target_dir!r} is not a directory of its own; give an absolute path such as /inferops/metrics"
+        )
     release_id = triton.get("release_id")
     if release_id is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", str(release_id)):
         errors.append(f"triton.release_id: {release_id!r} is not a release id; give the id model_release state=resolved returned")
