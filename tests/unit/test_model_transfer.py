@@ -381,7 +381,7 @@ def test_sync_fetches_large_files_ranged_small_ones_whole_and_refuses_a_corrupt_
     s3.objects["p/m/1/model.plan"] = (data[:-1] + b"\0", checksum, etag)  # replaced in S3, same size
     with pytest.raises(ManifestError, match=r"model.plan from s3://b/p/m/1/model.plan: sha256 .* != manifest sha256"):
         sync_version(s3, "b", "p", "m", "1", str(tmp_path / "host2"), download_settings=settings)
-    assert sorted(os.listdir(tmp_path / "host2" / "m")) == [".sync.lock", "config.pbtxt"]  # no version, no staging
+    assert sorted(os.listdir(tmp_path / "host2" / "m")) == [".sync.lock"]  # no version, no staging, no config
 
 
 def test_hydration_figures_and_their_file(tmp_path):

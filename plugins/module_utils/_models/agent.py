@@ -176,6 +176,12 @@ class ModelAgent:
                     future.result()
         return self.synced(wanted)
 
+    def use_configs(self, target: dict[str, Any] | None) -> None:
+        """Each model's config.pbtxt in the store is that of the target's version (what a task outside a view loads)."""
+        for model, version in sorted(release_models(target).items()):
+            if _model_sync.use_config(self.config["host_path"], model, version):
+                log.info("%s/config.pbtxt is now version %s's (release %s)", model, version, target["release_id"] if target else None)
+
     def prune(self, wanted: dict[str, set[int]], serving: dict[str, set[int]]) -> None:
         """As model_sync prunes: keep the newest keep_versions, never a wanted, serving or view-linked version."""
         host = self.config["host_path"]
@@ -303,6 +309,7 @@ class ModelAgent:
             log.info("no release record for application %s yet: nothing to hydrate", self.config["application"])
         meter = HydrationMeter(self.downloads)
         synced = self.sync(wanted)
+        self.use_configs(self.release)
         self.hydration = meter.figures()
         save_hydration(self.config["host_path"], self.hydration)
         self.build_views(views, {})
@@ -344,6 +351,7 @@ class ModelAgent:
             views = view_releases(records, self.identity["instance_id"], in_use)
             wanted = wanted_versions([*views.values(), self.release])
             synced = self.sync(wanted)
+            self.use_configs(self.release)
             self.mark_hydrated(self.release)
             tasks = self.tasks(listing)
             indexes, unreachable = self.probe(tasks)
