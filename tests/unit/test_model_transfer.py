@@ -405,7 +405,7 @@ def test_the_agents_download_settings_come_from_its_configuration_file():
     assert transfer.agent_download_settings(tuned).buffered_parts == 32
     with pytest.raises(ConfigError, match="download_buffer_mib=4 is smaller than download_part_mib=8"):
         parse_config(json.dumps(dict(base, download_buffer_mib=4)).encode(), "f")
-    with pytest.raises(ConfigError, match="download_concurrency=0; expected a positive integer"):
+    with pytest.raises(ConfigError, match="download_concurrency=0; expected an integer from 1 to 1024"):
         parse_config(json.dumps(dict(base, download_concurrency=0)).encode(), "f")
 
 
