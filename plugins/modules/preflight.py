@@ -77,7 +77,7 @@ options:
       - With O(simulate_iam), also asks the policy simulator whether the fleet's instance role may write a model agent's
         status object (C(s3:PutObject) on C(<prefix>/status/<application>/<instance-id>.json)) in a request carrying the
         context key C(ec2:SourceInstanceARN), as AWS sets it on requests signed with an instance's role credentials
-        (docs/iam.md, "The status write"). A denied write is a problem: no release would ever converge.
+        (docs/iam.md, "The status write"). A denied write is a problem, since no release would ever converge.
     type: dict
     suboptions:
       role_name:
