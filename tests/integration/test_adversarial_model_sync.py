@@ -337,7 +337,7 @@ def test_adversarial_model_sync_stops_at_the_first_404_and_names_the_key(repo, c
     the sync starts no GET after the first 404 (at most one per connection already in flight), names the missing
     object's s3:// URL and says to republish; nothing of the version appears."""
     _publish_with_config(repo, 1, 'name: "m"\nbackend: "python"\n', extra_files=22)
-    keys = [k for k in _s3.list_keys(repo.s3, repo.bucket, "p/m/1/")]
+    keys = _s3.list_keys(repo.s3, repo.bucket, "p/m/1/")
     assert len(keys) == 24
     for key in keys:
         repo.raw.delete_object(Bucket=repo.bucket, Key=key)

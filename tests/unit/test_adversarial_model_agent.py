@@ -169,7 +169,7 @@ def test_adversarial_model_agent_bad_configs_are_named_never_a_crash():
             assert "/etc/inferops/model-agent.json" in str(err)
             continue
         for key, largest in agent_config._INTEGERS.items():
-            assert type(config[key]) is int and 1 <= config[key] <= largest
+            assert isinstance(config[key], int) and not isinstance(config[key], bool) and 1 <= config[key] <= largest
         assert 0 <= config["boot_retry_delay_s"] <= 3600
         assert isinstance(config["prefix"], str) and config["host_path"].startswith("/")
         assert config["introspection_url"].startswith("http")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import random
 import time
 
@@ -351,12 +352,13 @@ def test_adversarial_model_release_wait_numbers_are_bounded_before_any_call():
     (the busy loop) is among them."""
     rng = random.Random(280)
     pool = [0, 0.0, -1, 1, 5, 0.05, 0.1, 3600, 3601, 86400, 86401, 10**12, True, False, float("nan"), float("inf"), "5", None]
-    cases = [(600, 0, 0)] + [tuple(rng.choice(pool) for _ in range(3)) for _case in range(400)]
+    cases = [(600, 0, 0)] + [tuple(rng.choice(pool) for _field in range(3)) for _case in range(400)]
     for timeout_s, poll_interval_s, bake_s in cases:
         given = params("converged", timeout_s=timeout_s, poll_interval_s=poll_interval_s, bake_s=bake_s)
         numbers = {"timeout_s": (timeout_s, 0, 86400), "poll_interval_s": (poll_interval_s, 0.1, 3600), "bake_s": (bake_s, 0, 86400)}
         good = all(
-            not isinstance(v, bool) and isinstance(v, (int, float)) and v == v and low <= v <= high for v, low, high in numbers.values()
+            not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and low <= v <= high
+            for v, low, high in numbers.values()
         )
         good = good and bake_s <= timeout_s
         if good:
