@@ -132,6 +132,23 @@ options:
         description: V(false) skips the check (e.g. the local rehearsal creates its network after the preflight).
         type: bool
         default: true
+  resources:
+    description:
+      - Ids the inventory names, each read (describe calls only) to check that it exists in the account and region
+        before any write; a missing one is a problem naming its variable, its value and the fix.
+      - Each C({variable, kind, id}) (C(id) a string, or a list read as C(<variable>[i])); C(kind) is one of V(vpc),
+        V(subnet), V(security_group), V(load_balancer), V(certificate), V(image), V(topic), V(bucket),
+        V(ecr_repository). An empty id is left out; ids that still carry a placeholder are reported as placeholders only.
+    type: list
+    elements: dict
+    default: []
+  instance_type_fit:
+    description:
+      - One task against one instance of the fleet's instance type (DescribeInstanceTypes) - GPUs, CPU units and the
+        memory ECS reserves (each container's memoryReservation, else its memory; the GPU's memory does not count).
+      - C({instance_type, variable, gpus, cpu, memory, memory_variable, sidecar_memory}); omit it, or leave
+        C(instance_type) empty, to skip the check.
+    type: dict
   principal_arn:
     description: The principal to simulate; default the caller (an assumed role's session becomes its role, which
       must then have no path).
@@ -207,6 +224,11 @@ status_write_allowed:
   description: Whether the simulator allows the instance role's status write with C(ec2:SourceInstanceARN) (O(status_write)).
   returned: with O(simulate_iam) and O(status_write)
   type: bool
+resources_checked:
+  description: The C(variable=id) of every resource read (with O(resources)); empty when they were not read.
+  returned: always
+  type: list
+  elements: str
 security_group_rules:
   description: The network check (with O(security_group_rules)) - whether the groups were read, and the rules
     they lack, each as the security_group_rules module returns it (with C(fix)).
@@ -239,6 +261,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_network as _preflight_network  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_resources as _preflight_resources  # noqa: E402
 
 
 def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, object]]:
@@ -274,6 +297,23 @@ def _security_group_rules(module, params: dict, result: dict) -> dict:
     return {"checked": True, "missing": report["missing"]}
 
 
+def _resources(module, params: dict, result: dict) -> list[str]:
+    """The existence and instance-type reads, once the credentials are the inventory's account; ids that carry a
+    placeholder are reported already and not read."""
+    markers = params["markers"] or _preflight.DEFAULT_MARKERS
+    if not params["account_id"] or result["caller"].get("Account") != params["account_id"]:
+        return []
+    resources = [r for r in _preflight_resources.expand(params["resources"]) if not _preflight.marker_in(str(r["id"]), markers)]
+    fit = params.get("instance_type_fit")
+    if fit and _preflight.marker_in(str(fit.get("instance_type") or ""), markers):
+        fit = None
+    report = _preflight_resources.preflight_report(
+        lambda service: client(module, service), resources, fit, params["account_id"], params["region"]
+    )
+    result["problems"] += report["problems"]
+    return report["checked"]
+
+
 def main() -> None:
     argument_spec = dict(
         inventory_sources=dict(type="list", elements="path", default=[]),
@@ -298,6 +338,8 @@ def main() -> None:
                 application=dict(type="str", required=True),
             ),
         ),
+        resources=dict(type="list", elements="dict", default=[]),
+        instance_type_fit=dict(type="dict"),
         security_group_rules=dict(
             type="dict",
             options=dict(
@@ -334,11 +376,12 @@ def main() -> None:
             iam = client(module, "iam")
     result = _preflight.run(params, _documents(params["inventory_sources"], params["base_dir"]), sts, iam)
     result["security_group_rules"] = _security_group_rules(module, params, result)
+    result["resources_checked"] = _resources(module, params, result)
     if result["problems"]:
         count = len(result["problems"])
+        # The message counts them and `problems` lists them: each problem is printed once, under the message.
         module.fail_json(
-            msg=f"preflight: {count} problem{'s' if count > 1 else ''} to fix before anything is written:\n- "
-            + "\n- ".join(result["problems"]),
+            msg=f"preflight: {count} problem{'s' if count > 1 else ''} to fix before anything is written (listed under problems)",
             **result,
         )
     module.exit_json(changed=False, **result)
