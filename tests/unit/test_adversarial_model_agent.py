@@ -127,6 +127,49 @@ def test_adversarial_model_agent_a_broken_canary_never_stops_the_other_records(t
     assert hydrated["release_id"] == "r-cur"
 
 
+BROKEN_OTHERS = {
+    # (the broken record, the valid records beside it, the target the agent must still apply, the recovery it names)
+    "standby-not-json": ("standby", b"{", {"current": "r-cur"}, "r-cur", "standby_absent"),
+    "standby-schema-7": (
+        "standby",
+        json.dumps({"schema": 7, "application": APP}).encode(),
+        {"current": "r-cur"},
+        "r-cur",
+        "standby_absent",
+    ),
+    "previous-not-json": ("previous", b"\xff", {"current": "r-cur"}, "r-cur", "next promotion"),
+    "previous-other-application": (
+        "previous",
+        json.dumps({"schema": 2, "application": "other", "release_id": "r-o", "created": "t", "models": []}).encode(),
+        {"current": "r-cur"},
+        "r-cur",
+        "next promotion",
+    ),
+    "current-not-json-canary-lists-this-instance": ("current", b"[", {"canary": "r-can"}, "r-can", "rolled_back"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_OTHERS))
+def test_adversarial_model_agent_a_broken_standby_previous_or_current_never_stops_the_other_records(tmp_path, monkeypatch, case):
+    """Stand-ins: in-memory S3, introspection answering no task. The agent reads four records: a broken standby.json,
+    previous.json or current.json counts as absent, the valid records are still applied (at boot and while serving,
+    no exception, no failed pass), and the status names the broken record with its recovery; a broken current.json is
+    the instance's last_error too (every task outside another record's binding serves it)."""
+    name, raw, valid, target, recovery_hint = BROKEN_OTHERS[case]
+    objects = {release_key("p", APP, name): raw}
+    for record_name, release_id in valid.items():
+        record = {"schema": 2, "application": APP, "release_id": release_id, "created": "t", "models": []}
+        if record_name == "canary":
+            record["instances"] = [INSTANCE]
+        objects[release_key("p", APP, record_name)] = render_release(record)
+    model_agent = make_agent(tmp_path, RecordStore(objects), monkeypatch, Introspection())
+    assert model_agent.hydrate()["release_id"] == target
+    status = model_agent.reconcile()
+    assert (status["release_id"], status["state"]) == (target, "applied")
+    assert list(status["record_errors"]) == [name] and recovery_hint in status["record_errors"][name]
+    assert (name == "current") is bool(status["last_error"] and name in status["last_error"])
+
+
 def test_adversarial_model_agent_bad_configs_are_named_never_a_crash():
     """Property: 500 configs with one to four keys set to hostile values (wrong types, NaN, infinities, huge numbers,
     relative paths, unknown keys): parse_config returns a config whose every key has its documented type and range, or

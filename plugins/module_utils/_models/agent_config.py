@@ -100,11 +100,15 @@ def parse_config(raw: bytes, where: str) -> dict[str, Any]:
         if value is None and key in _OPTIONAL_URLS:
             continue
         if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-            raise ConfigError(f"{where}: {key}={value!r}; expected an http:// or https:// URL" + (" or null" if key in _OPTIONAL_URLS else ""))
+            raise ConfigError(
+                f"{where}: {key}={value!r}; expected an http:// or https:// URL" + (" or null" if key in _OPTIONAL_URLS else "")
+            )
     if config["cluster"] is not None and (not isinstance(config["cluster"], str) or not config["cluster"]):
         raise ConfigError(f"{where}: cluster={config['cluster']!r}; expected the ECS cluster's name, or null")
     if not _APPLICATION.fullmatch(config["application"]):
-        raise ConfigError(f"{where}: application={config['application']!r}; expected the ECS service family (1-255 letters, digits, '_', '-')")
+        raise ConfigError(
+            f"{where}: application={config['application']!r}; expected the ECS service family (1-255 letters, digits, '_', '-')"
+        )
     for key in ("smoke_inference", "mark_unhealthy_on_failed_boot"):
         if not isinstance(config[key], bool):
             raise ConfigError(f"{where}: {key}={config[key]!r}; expected true or false")
