@@ -148,6 +148,35 @@ def test_adversarial_model_release_a_dead_or_unreadable_lock_is_taken_over(s3, l
     assert LOCK not in s3.objects
 
 
+class LostAnswerS3(FakeS3):
+    """FakeS3 where the first PUT of `key` is written but its answer is lost: botocore retries it, and S3 refuses the
+    retry with 412 (the object that PUT wrote exists now, with another ETag than the condition names)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+        self.lost = False
+
+    def put_object(self, aws_retry, Bucket, Key, Body, **kw):
+        if Key == self.key and not self.lost:
+            self.lost = True
+            super().put_object(aws_retry, Bucket, Key, Body, **kw)
+            return super().put_object(aws_retry, Bucket, Key, Body, **kw)  # the retry: 412
+        return super().put_object(aws_retry, Bucket, Key, Body, **kw)
+
+
+@pytest.mark.parametrize("key", [LOCK, release_key("p", APP, "previous"), release_key("p", APP, "current")])
+def test_adversarial_model_release_a_write_whose_answer_was_lost_is_still_this_runs(key):
+    """Stand-in: in-memory S3 losing the answer of one PUT (the lock's create, or a record's conditional write; the
+    retried PUT gets 412 on the object it wrote itself). The run recognises its own lock (its owner token) and its own
+    record (the body it wrote), finishes the promotion and releases the lock; it never reports a race it did not lose."""
+    s3 = LostAnswerS3(key)
+    result = rollout.run(s3, ECS, world(s3, "promoted"), False, CREATED)
+    assert s3.lost and result["changed"] is True
+    assert [(m["name"], m["version"]) for m in json.loads(s3.objects[release_key("p", APP, "current")])["models"]] == [("m", 3)]
+    assert LOCK not in s3.objects
+
+
 @pytest.mark.parametrize(("first", "second"), [("promoted", "rolled_back"), ("rolled_back", "promoted")])
 def test_adversarial_model_release_an_emergency_rollback_racing_a_promote_never_both_succeed(s3, first, second):
     """Stand-in: in-memory S3. The second run starts while the first takes its lock (the worst moment): exactly one

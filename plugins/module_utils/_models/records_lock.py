@@ -120,6 +120,10 @@ class RecordsLock:
             return
         raw, their_etag = found
         lock = parse_lock(raw)
+        if lock is not None and lock.get("owner") == self.owner:
+            # Our own create: its answer was lost and the retried PUT met the object it had written (412).
+            self.etag = their_etag
+            return
         if lock is not None and lock["expires"] > self.now() and not self.break_lock:
             raise RecordsLockHeld(held_message(self.application, lock, self.url()))
         self.etag = _s3.put_object_if(self.s3, self.bucket, self.key, body, their_etag, ContentType="application/json")

@@ -324,12 +324,18 @@ def apply_actions(
 
     Every write is conditional on the record being what this run read (If-Match its ETag; If-None-Match: * where there
     was none): a record another writer changed meanwhile stops the run with an error naming it and what was written.
+    A refused put whose object already holds exactly what this run wrote (the answer to its own write was lost and
+    botocore's retry met that object: 412) counts as done; a refused delete always stops the run.
     """
     written: list[str] = []
     for (op, name, record), description in zip(actions, describe_actions(actions)):
         key = release_key(prefix, application, name)
         if op == "put":
-            etag = _s3.put_object_if(s3, bucket, key, render_release(record), etags.get(name), ContentType="application/json")
+            body = render_release(record)
+            etag = _s3.put_object_if(s3, bucket, key, body, etags.get(name), ContentType="application/json")
+            if etag is None:
+                found = _s3.get_with_etag(s3, bucket, key)
+                etag = found[1] if found and found[0] == body else None
             done = etag is not None
             etags[name] = etag
         else:
