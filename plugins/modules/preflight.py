@@ -72,6 +72,34 @@ options:
     type: list
     elements: str
     default: []
+  status_write:
+    description:
+      - With O(simulate_iam), also asks the policy simulator whether the fleet's instance role may write a model agent's
+        status object (C(s3:PutObject) on C(<prefix>/status/<application>/<instance-id>.json)) in a request carrying the
+        context key C(ec2:SourceInstanceARN), as AWS sets it on requests signed with an instance's role credentials
+        (docs/iam.md, "The status write"). A denied write is a problem, since no release would ever converge.
+    type: dict
+    suboptions:
+      role_name:
+        description: The instance role's name (C(fleet_iam_instance_role_name)).
+        type: str
+        required: true
+      role_path:
+        description: The instance role's path (C(fleet_iam_path)).
+        type: str
+        default: /
+      bucket:
+        description: The model bucket (C(fleet_iam_model_bucket)).
+        type: str
+        required: true
+      prefix:
+        description: The model prefix (C(fleet_iam_model_prefix)).
+        type: str
+        default: ""
+      application:
+        description: The application (C(fleet_iam_application)).
+        type: str
+        required: true
   iam_policy_doc:
     description: A Markdown file whose JSON policies under the heading O(iam_policy_section) name the actions to
       simulate (the collection's docs/iam.md).
@@ -192,6 +220,10 @@ missing_permissions:
   returned: always
   type: list
   elements: str
+status_write_allowed:
+  description: Whether the simulator allows the instance role's status write with C(ec2:SourceInstanceARN) (O(status_write)).
+  returned: with O(simulate_iam) and O(status_write)
+  type: bool
 resources_checked:
   description: The C(variable=id) of every resource read (with O(resources)); empty when they were not read.
   returned: always
@@ -296,6 +328,16 @@ def main() -> None:
         iam_policy_doc=dict(type="path"),
         iam_policy_section=dict(type="str", default="deploy.yml"),
         principal_arn=dict(type="str"),
+        status_write=dict(
+            type="dict",
+            options=dict(
+                role_name=dict(type="str", required=True),
+                role_path=dict(type="str", default="/"),
+                bucket=dict(type="str", required=True),
+                prefix=dict(type="str", default=""),
+                application=dict(type="str", required=True),
+            ),
+        ),
         resources=dict(type="list", elements="dict", default=[]),
         instance_type_fit=dict(type="dict"),
         security_group_rules=dict(

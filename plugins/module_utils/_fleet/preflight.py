@@ -161,6 +161,38 @@ def principal_arn(caller_arn: str) -> str:
     return caller_arn
 
 
+# The instance that stands for every instance in the status-write simulation (the id is the shape AWS documents).
+SAMPLE_INSTANCE_ID = "i-0123456789abcdef0"
+
+
+def status_write_request(caller_arn: str, region: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """What a model agent's status write looks like to IAM: the instance role, s3:PutObject on the status object of
+    one instance, and the request context key ec2:SourceInstanceARN that AWS sets on requests signed with the role
+    credentials of that instance (docs/iam.md, 'The status write')."""
+    partition, account = caller_arn.split(":")[1], caller_arn.split(":")[4]
+    path = "/" + (spec.get("role_path") or "/").strip("/") + "/" if (spec.get("role_path") or "/").strip("/") else "/"
+    prefix = (spec.get("prefix") or "").strip("/")
+    key = f"{prefix + '/' if prefix else ''}status/{spec['application']}/{SAMPLE_INSTANCE_ID}.json"
+    return {
+        "principal": f"arn:{partition}:iam::{account}:role{path}{spec['role_name']}",
+        "action": "s3:PutObject",
+        "resource": f"arn:{partition}:s3:::{spec['bucket']}/{key}",
+        "context": {"ec2:SourceInstanceARN": f"arn:{partition}:ec2:{region or 'us-east-1'}:{account}:instance/{SAMPLE_INSTANCE_ID}"},
+    }
+
+
+def status_write_problem(request: dict[str, Any], evaluation_results: list[dict[str, Any]]) -> str:
+    """'' when the simulator allows the status write; else the problem with its fix."""
+    if evaluation_results and all(r.get("EvalDecision") == "allowed" for r in evaluation_results):
+        return ""
+    decision = ", ".join(sorted({str(r.get("EvalDecision")) for r in evaluation_results})) or "no answer"
+    return (
+        f"the instance role {request['principal']} may not write its status object {request['resource']} with "
+        f"ec2:SourceInstanceARN={request['context']['ec2:SourceInstanceARN']} (IAM policy simulator: {decision}): no "
+        "release would ever converge; render its policy with roles/fleet_iam (statement ModelAgentOwnStatus, docs/iam.md)"
+    )
+
+
 def denied_actions(evaluation_results: list[dict[str, Any]]) -> list[str]:
     return sorted(r["EvalActionName"] for r in evaluation_results if r.get("EvalDecision") != "allowed")
 
@@ -243,6 +275,19 @@ def run(params: dict[str, Any], documents: list[tuple[str, Any]], sts: Any, iam:
                         f"{principal} may not call {', '.join(result['missing_permissions'])} (IAM policy simulator, on "
                         "resource '*'): add them to its policy (docs/iam.md)"
                     )
+                if params.get("status_write"):
+                    request = status_write_request(caller["Arn"], params["region"], params["status_write"])
+                    try:
+                        answer = _iam.simulate_with_context(
+                            iam, request["principal"], request["action"], request["resource"], request["context"]
+                        )
+                    except (BotoCoreError, ClientError) as e:
+                        problems.append(f"cannot simulate the status write of {request['principal']} ({error_code(e) or e})")
+                    else:
+                        problem = status_write_problem(request, answer)
+                        result["status_write_allowed"] = not problem
+                        if problem:
+                            problems.append(problem)
     result["placeholders"] = placeholders
     result["problems"] = problems
     return result
