@@ -123,9 +123,7 @@ def _metric_errors(option: str, metric: str | None, published: list[str]) -> lis
 
 
 def _seconds_errors(option: str, values: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
-    return [
-        f"{option}.{k} is {values[k]}: seconds, 0 to {DAY_S} (a day), e.g. 300" for k in keys if not 0 <= (values.get(k) or 0) <= DAY_S
-    ]
+    return [f"{option}.{k} is {values[k]}: seconds, 0 to {DAY_S} (a day), e.g. 300" for k in keys if not 0 <= (values.get(k) or 0) <= DAY_S]
 
 
 # ---------------------------------------------------------------- rendering
