@@ -199,6 +199,7 @@ security_group_rules:
       elements: dict
 """
 
+import copy  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
@@ -285,11 +286,13 @@ def main() -> None:
         ),
     )
     module = aws_module(argument_spec)
-    # Values under secret-looking names (a registry password, a token) are masked in all output, invocation included.
+    # Values under secret-looking names (a registry password, a token) never reach the output: masked wherever they
+    # appear, and replaced in the invocation (a value too short to mask included). The checks use the real ones.
     module.no_log_values.update(_preflight_inputs.secret_values(module.params))
+    params = dict(copy.deepcopy(module.params), region=module.region or "")
+    module.params.update(_preflight_inputs.redacted(module.params))
     if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-    params = dict(module.params, region=module.region or "")
     if params["simulate_iam"] and params["iam_policy_doc"]:
         unreadable = {
             OSError: lambda e: {"msg": f"iam_policy_doc {params['iam_policy_doc']}: cannot read it ({e}); give the path of docs/iam.md"}

@@ -29,6 +29,7 @@ def test_adversarial_preflight_never_prints_a_secret_at_vvv(tmp_path: Path):
             "triton_image_registry_password": PASSWORD,
             "model_repository_hf_token": TOKEN,
             "triton_image_registry_token": f"REPLACE_ME_{PASSWORD}",
+            "model_repository_api_key": "k3y",  # too short to mask: replaced in the invocation instead
         }
         run = run_playbook(PREFLIGHT, inventory=str(REPO_ROOT / "inventories" / "local"), extra_vars=secrets, args=("-vvv",))
     finally:
@@ -37,6 +38,7 @@ def test_adversarial_preflight_never_prints_a_secret_at_vvv(tmp_path: Path):
     assert PREFLIGHT_TASK in output  # the preflight ran and printed its result
     assert "triton_image_registry_token = (value not shown" in output  # the placeholder is named, not shown
     assert PASSWORD not in output and TOKEN not in output
+    assert '"model_repository_api_key": "(value not shown' in output and '"k3y"' not in output
 
 
 def test_adversarial_preflight_reads_an_ini_inventory(tmp_path: Path):

@@ -74,6 +74,23 @@ def test_adversarial_preflight_secret_values_are_masked_and_never_printed():
     assert {f"REPLACE_ME_{PASSWORD}", f"REPLACE_{TOKEN}", PASSWORD, TOKEN, "other-token-value"} <= hidden
 
 
+def test_adversarial_preflight_the_invocation_holds_no_secret_of_any_length():
+    given = params(
+        values={"triton_image_registry_password": "pw", "aws_region": "eu-west-1", "deploy": {"token": "t", "n": 2}},
+        settings=[{"name": "model_repository_hf_token", "value": "x", "fix": "f"}, "malformed"],
+        agreements=[{"what": "w", "values": {"a_secret": "s", "b": "v"}, "fix": "f"}, {"values": None}],
+    )
+    shown = _inputs.redacted(given)
+    assert shown["values"] == {
+        "triton_image_registry_password": _inputs.HIDDEN,
+        "aws_region": "eu-west-1",
+        "deploy": {"token": _inputs.HIDDEN, "n": 2},
+    }
+    assert shown["settings"][0]["value"] == _inputs.HIDDEN and shown["settings"][1] == "malformed"
+    assert shown["agreements"][0]["values"] == {"a_secret": _inputs.HIDDEN, "b": "v"} and shown["agreements"][1] == {"values": None}
+    assert given["values"]["triton_image_registry_password"] == "pw"  # the checks still see the real value
+
+
 @pytest.mark.parametrize(
     ("path", "secret"),
     [

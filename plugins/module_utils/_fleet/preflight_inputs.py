@@ -70,6 +70,31 @@ def secret_values(params: dict[str, Any]) -> set[str]:
     }
 
 
+def _redact(value: Any, path: str) -> Any:
+    if isinstance(value, dict):
+        return {key: _redact(item, f"{path}.{key}" if path else str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    return HIDDEN if is_secret_path(path) and value not in (None, "") else value
+
+
+def redacted(params: dict[str, Any]) -> dict[str, Any]:
+    """`values`, `settings` and `agreements` with every value under a secret-looking name replaced by HIDDEN, for
+    the module's invocation: masking misses values too short to mask, this does not."""
+    settings = [
+        dict(s, value=_redact(s.get("value"), str(s.get("name", "")))) if isinstance(s, dict) else s for s in params.get("settings") or []
+    ]
+    agreements = [
+        dict(a, values=_redact(a["values"], "")) if isinstance(a, dict) and isinstance(a.get("values"), dict) else a
+        for a in params.get("agreements") or []
+    ]
+    return {
+        "values": _redact(params.get("values"), "") if params.get("values") is not None else None,
+        "settings": settings,
+        "agreements": agreements,
+    }
+
+
 def shown(path: str, value: Any) -> str:
     """A value as a message may print it: repr, or HIDDEN under a secret-looking name."""
     return HIDDEN if is_secret_path(path) else repr(value)
