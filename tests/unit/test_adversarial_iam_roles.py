@@ -185,11 +185,11 @@ def test_adversarial_iam_roles_generated_trust_policies_are_refused_exactly_when
     rng = random.Random(28)
     refused = 0
     for case in range(TRUST_CASES):
-        pairs = [_trust_statement(rng) for _ in range(rng.randint(1, 3))]
-        document = {"Version": "2012-10-17", "Statement": [s for s, _ in pairs]}
+        pairs = [_trust_statement(rng) for _i in range(rng.randint(1, 3))]
+        document = {"Version": "2012-10-17", "Statement": [s for s, _flag in pairs]}
         if len(pairs) == 1 and rng.random() < 0.2:
             document["Statement"] = pairs[0][0]  # a single statement, not a list
-        expected_open = any(is_open for _, is_open in pairs)
+        expected_open = any(is_open for _statement, is_open in pairs)
         errors = iam_roles.validate(params({"trust_policy": document}))
         assert bool(errors) == expected_open, (case, document, errors)
         for error in errors:
@@ -246,9 +246,9 @@ def test_adversarial_iam_roles_generated_inline_policies_are_refused_exactly_whe
     rng = random.Random(2028)
     refused = 0
     for case in range(GRANT_CASES):
-        pairs = [_grant_statement(rng) for _ in range(rng.randint(1, 3))]
-        document = {"Version": "2012-10-17", "Statement": [s for s, _ in pairs]}
-        expected = any(admin for _, admin in pairs)
+        pairs = [_grant_statement(rng) for _i in range(rng.randint(1, 3))]
+        document = {"Version": "2012-10-17", "Statement": [s for s, _flag in pairs]}
+        expected = any(admin for _statement, admin in pairs)
         errors = iam_roles.validate(params({"inline_policies": {"grant": document}}))
         assert bool(errors) == expected, (case, document, errors)
         refused += expected

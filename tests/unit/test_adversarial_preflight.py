@@ -225,7 +225,7 @@ QUANTIFIERS = ["", "", "*", "+", "?", "{2}", "{1,3}", "{2,}"]
 
 def _pattern(rng: random.Random, depth: int = 0) -> str:
     parts = []
-    for _ in range(rng.randint(1, 3)):
+    for _i in range(rng.randint(1, 3)):
         roll = rng.random()
         if depth < 3 and roll < 0.25:
             inner = _pattern(rng, depth + 1)
@@ -242,7 +242,7 @@ def _pattern(rng: random.Random, depth: int = 0) -> str:
 
 def _texts(rng: random.Random) -> list[str]:
     alphabet = "ab-.1x "
-    return ["a" * 48 + "!", "-a" * 24 + "!", "ab" * 24 + "!", "1" * 48 + "x", "".join(rng.choice(alphabet) for _ in range(64))]
+    return ["a" * 48 + "!", "-a" * 24 + "!", "ab" * 24 + "!", "1" * 48 + "x", "".join(rng.choice(alphabet) for _i in range(64))]
 
 
 PATTERN_CASES = 400

@@ -83,7 +83,7 @@ FLAGS = [
 def test_adversarial_task_definition_flags_overriding_the_rendered_ones_are_refused(flag, option, route):
     """Whichever way the flag reaches tritonserver: triton.extra_args (as --f=v or as --f v), the container's command
     when no triton option renders one, or TRITON_EXTRA_ARGS in environment."""
-    name, _, value = flag.partition("=")
+    name, _sep, value = flag.partition("=")
     if route == "extra_args":
         errors = refused(triton={"extra_args": ["--allow-gpu-metrics=false", flag]})
     elif route == "extra_args_split":
@@ -169,32 +169,32 @@ def test_adversarial_task_definition_the_host_root_is_refused():
 def _aws_secret(rng: random.Random) -> str:
     alphabet = string.ascii_letters + string.digits + "/+"
     while True:
-        value = "".join(rng.choice(alphabet) for _ in range(40))
+        value = "".join(rng.choice(alphabet) for _i in range(40))
         if any(c.islower() for c in value) and any(c.isupper() for c in value) and any(c.isdigit() for c in value):
             return value
 
 
 CREDENTIALS = [
-    lambda r: "AKIA" + "".join(r.choice(string.ascii_uppercase + string.digits) for _ in range(16)),
-    lambda r: "ASIA" + "".join(r.choice(string.ascii_uppercase + string.digits) for _ in range(16)),
+    lambda r: "AKIA" + "".join(r.choice(string.ascii_uppercase + string.digits) for _i in range(16)),
+    lambda r: "ASIA" + "".join(r.choice(string.ascii_uppercase + string.digits) for _i in range(16)),
     _aws_secret,
     lambda r: (
         "-----BEGIN RSA PRIVATE KEY-----\nMIIE"
-        + "".join(r.choice(string.ascii_letters) for _ in range(60))
+        + "".join(r.choice(string.ascii_letters) for _i in range(60))
         + "\n-----END RSA PRIVATE KEY-----"
     ),
-    lambda r: f"postgres://app:{''.join(r.choice(string.ascii_letters) for _ in range(12))}@db.internal:5432/models",
-    lambda r: "hf_" + "".join(r.choice(string.ascii_letters) for _ in range(34)),
-    lambda r: "ghp_" + "".join(r.choice(string.ascii_letters + string.digits) for _ in range(36)),
+    lambda r: f"postgres://app:{''.join(r.choice(string.ascii_letters) for _i in range(12))}@db.internal:5432/models",
+    lambda r: "hf_" + "".join(r.choice(string.ascii_letters) for _i in range(34)),
+    lambda r: "ghp_" + "".join(r.choice(string.ascii_letters + string.digits) for _i in range(36)),
 ]
 HARMLESS = [
-    lambda r: "".join(r.choice("0123456789abcdef") for _ in range(40)),  # a git commit
-    lambda r: "".join(r.choice("0123456789abcdef") for _ in range(64)),  # a SHA-256
-    lambda r: "s3://models-bucket/triton/" + "".join(r.choice(string.ascii_lowercase) for _ in range(8)),
+    lambda r: "".join(r.choice("0123456789abcdef") for _i in range(40)),  # a git commit
+    lambda r: "".join(r.choice("0123456789abcdef") for _i in range(64)),  # a SHA-256
+    lambda r: "s3://models-bucket/triton/" + "".join(r.choice(string.ascii_lowercase) for _i in range(8)),
     lambda r: "https://example.internal:8443/v2/models",
     lambda r: str(r.randint(0, 10**9)),
-    lambda r: "resnet50_" + "".join(r.choice(string.ascii_lowercase) for _ in range(6)),
-    lambda r: "".join(r.choice(string.ascii_lowercase) for _ in range(40)),  # one case only: no key
+    lambda r: "resnet50_" + "".join(r.choice(string.ascii_lowercase) for _i in range(6)),
+    lambda r: "".join(r.choice(string.ascii_lowercase) for _i in range(40)),  # one case only: no key
 ]
 NAMES = ["S3_SETTINGS", "MODEL_SOURCE", "CONFIG", "DATA_URL", "X", "OPTS"]
 CREDENTIAL_CASES = 300

@@ -4,8 +4,9 @@
 
 `secrets` are logged on purpose: they are ARNs, never secret values - but a plain value given where an ARN belongs
 (refused by the validation) may be the secret itself, and so may the value of an environment variable whose name
-says secret (accepted with a warning), or that looks like a credential whatever its name (refused). Ansible masks every string registered here wherever it appears in the
-result, `invocation.module_args` included, at any verbosity and with any callback.
+says secret (accepted with a warning), or that looks like a credential whatever its name (refused). Ansible masks
+every string registered here wherever it appears in the result, `invocation.module_args` included, at any verbosity
+and with any callback.
 """
 
 from __future__ import annotations
