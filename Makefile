@@ -8,7 +8,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 PYTEST := $(BIN)/pytest -p no:cacheprovider
 
-.PHONY: setup services lint sanity unit integration molecule test deploy-local rehearse-dry-run rehearse-rollback-cutover rehearse-models bench
+.PHONY: setup services lint sanity unit integration molecule test deploy-local rehearse-dry-run rehearse-rollback-cutover rehearse-models rehearse-example bench
 
 setup:  ## Debian packages (as root), .venv with pinned Python packages, collection link
 	scripts/setup.sh
@@ -67,6 +67,13 @@ rehearse-rollback-cutover: services  ## deploy, a second release, then the emerg
 # instances leave again. It holds the lock of the shared moto server on 127.0.0.1:5100 (do not wrap it in another flock).
 rehearse-models: services  ## a model release (v1, v2) and a model rollback on the local inventory, through simulated instances
 	flock /tmp/inferops-local.lock $(BIN)/python -m tests.harness.rehearse_models
+
+# inventories/example as a new team fills it, deployed end to end on an account made in a private moto server from
+# tests/fixtures/example_account.yml (tests/harness/example_rehearsal.py): preflight, infrastructure.yml (check, real),
+# a model release, deploy.yml (check, real, again), a model release and rollback, a second deploy and the emergency
+# rollback. tests/integration/test_example_deploy.py runs the same in `make test`.
+rehearse-example: services  ## inventories/example, placeholders filled, deployed end to end on a moto account shaped as it says
+	$(BIN)/python -m tests.harness.example_rehearsal
 
 bench: services
 	@for b in bench/*.py; do echo "# $$b"; $(BIN)/python $$b || exit 1; done

@@ -9,10 +9,16 @@ Prints, one per line as `name: value`:
                              in moto (target <= 30)
   false_drains               single transient errors (Xid 13, 31, 43, one 94, one 63, one thermal reading) that
                              drained the container instance (target 0)
+  dcgm_health_detect_seconds from a failed row remap in DCGM's health check to the container instance DRAINING
+                             (target <= 30)
+  dcgm_false_drains          DCGM incidents that clear within one poll (a PCIe replay burst, one NVLink warning, a
+                             row-remap warning) or that the policy does not act on (an ongoing power warning) and that
+                             drained the container instance (target 0)
 
 The last two come from the GPU-health drill (tests/fixtures/al2023/gpu_health_drill.py): the gpu_health watcher runs
 on this machine, NOT in the molecule container (which cannot reach a moto server on the host), against a moto server
-with a stand-in kernel log and a stand-in nvidia-smi, with the role's default thresholds.
+with a stand-in kernel log and a stand-in nvidia-smi (the dcgm_* figures: a stand-in dcgmi instead), with the role's
+default thresholds.
 
 Exits non-zero when the scenario or the drill fails (the figures would not describe a working bake).
 """
@@ -35,23 +41,24 @@ STEP = re.compile(r"gpu_ami\s*(?:➜|>)\s*(\w+)\]?:?\s+(Executing|Executed)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\]8;;[^\x1b]*\x1b\\")
 
 
-def gpu_health_drill() -> tuple[float, int]:
-    """(seconds from an Xid 79 to DRAINING, transient scenarios that drained) on a moto server of its own."""
-    from tests.fixtures.al2023.gpu_health_drill import TRANSIENT_SCENARIOS, GpuHealthDrill
+def gpu_health_drill(dcgm: bool = False) -> tuple[float, int]:
+    """(seconds from a critical error to DRAINING, transient scenarios that drained) on a moto server of its own:
+    an Xid 79 and the kernel-log / nvidia-smi scenarios, or with `dcgm` a failed row remap and DCGM's scenarios."""
+    from tests.fixtures.al2023.gpu_health_drill import DCGM_CRITICAL, DCGM_TRANSIENT_SCENARIOS, TRANSIENT_SCENARIOS, GpuHealthDrill
     from tests.harness.moto import MotoServer
 
     with tempfile.TemporaryDirectory(prefix="gpu_health-drill-") as tmp:
         moto = MotoServer(Path(tmp)).start()
-        drill = GpuHealthDrill(moto, Path(tmp))
+        drill = GpuHealthDrill(moto, Path(tmp), dcgm=dcgm)
         try:
             false_drains = 0
-            for inject in TRANSIENT_SCENARIOS.values():
+            for inject in (DCGM_TRANSIENT_SCENARIOS if dcgm else TRANSIENT_SCENARIOS).values():
                 drill.start()
                 inject(drill)
                 false_drains += not drill.stays_active(settle_s=3 * drill.poll_interval_s + 1)
                 drill.stop()
             drill.start()
-            detect_s = drill.seconds_until_draining(drill.inject_xid(79))
+            detect_s = drill.seconds_until_draining(drill.write_dcgm(*DCGM_CRITICAL) if dcgm else drill.inject_xid(79))
             drill.stop()
         finally:
             drill.close()
@@ -92,10 +99,13 @@ def main() -> int:
         sys.stderr.write(f"molecule test -s gpu_ami failed (rc={rc})\n")
         return 1
     detect_s, false_drains = gpu_health_drill()
+    dcgm_detect_s, dcgm_false_drains = gpu_health_drill(dcgm=True)
     print(f"converge_seconds: {spent['converge']:.1f}")
     print(f"scenario_seconds: {total:.1f}")
     print(f"gpu_health_detect_seconds: {detect_s:.1f}")
     print(f"false_drains: {false_drains}")
+    print(f"dcgm_health_detect_seconds: {dcgm_detect_s:.1f}")
+    print(f"dcgm_false_drains: {dcgm_false_drains}")
     return 0
 
 

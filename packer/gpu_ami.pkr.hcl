@@ -23,7 +23,7 @@ locals {
   # The model host path is baked as the instance storage's mount point (the AMI's manifest records it) and handed to
   # the fleet through the tags and Packer's manifest (custom_data), where roles/fleet_capacity reads it.
   ansible_extra_vars = merge(local.pins, { ami_cleanup_build_id = local.ami_name, nvidia_driver_architecture = local.package_architecture, instance_storage_mount_point = var.model_host_path })
-  ami_facts          = merge(local.pins, { model_host_path = var.model_host_path })
+  ami_facts          = merge(local.pins, { model_host_path = var.model_host_path, architecture = var.architecture })
 
   tags = merge(var.tags, local.ami_facts, {
     Name               = local.ami_name

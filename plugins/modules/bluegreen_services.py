@@ -30,6 +30,14 @@ options:
   task_definition:
     description: Task definition (C(family:revision) or ARN) a new service starts with. Needed only while a service is missing.
     type: str
+  missing:
+    description:
+      - What to do with a missing service. V(create) creates it (it needs O(task_definition)).
+      - V(report) writes nothing and lists it in RV(missing); existing services are read only. What
+        C(playbooks/infrastructure.yml) does before the first C(deploy.yml), which registers the task definition.
+    type: str
+    choices: [create, report]
+    default: create
   initial_live_color:
     description: The colour created with O(desired_count) tasks; the other starts at 0.
     type: str
@@ -152,6 +160,11 @@ actions:
   returned: always
   type: list
   elements: str
+missing:
+  description: With O(missing=report), the services that do not exist (nothing was written); otherwise empty.
+  returned: always
+  type: list
+  elements: str
 drift:
   description: Per colour, the settings of an existing service that differed from the options.
   returned: always
@@ -194,6 +207,7 @@ def main() -> None:
         cluster=dict(type="str", required=True),
         name=dict(type="str", required=True),
         task_definition=dict(type="str"),
+        missing=dict(type="str", choices=["create", "report"], default="create"),
         initial_live_color=dict(type="str", choices=["blue", "green"], default="blue"),
         desired_count=dict(type="int", default=1),
         target_groups=TARGET_GROUPS_OPTION,

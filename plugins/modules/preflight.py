@@ -113,6 +113,23 @@ options:
         description: V(false) skips the check (e.g. the local rehearsal creates its network after the preflight).
         type: bool
         default: true
+  resources:
+    description:
+      - Ids the inventory names, each read (describe calls only) to check that it exists in the account and region
+        before any write; a missing one is a problem naming its variable, its value and the fix.
+      - Each C({variable, kind, id}) (C(id) a string, or a list read as C(<variable>[i])); C(kind) is one of V(vpc),
+        V(subnet), V(security_group), V(load_balancer), V(certificate), V(image), V(topic), V(bucket),
+        V(ecr_repository). An empty id is left out; ids that still carry a placeholder are reported as placeholders only.
+    type: list
+    elements: dict
+    default: []
+  instance_type_fit:
+    description:
+      - One task against one instance of the fleet's instance type (DescribeInstanceTypes) - GPUs, CPU units and the
+        memory ECS reserves (each container's memoryReservation, else its memory; the GPU's memory does not count).
+      - C({instance_type, variable, gpus, cpu, memory, memory_variable, sidecar_memory}); omit it, or leave
+        C(instance_type) empty, to skip the check.
+    type: dict
   principal_arn:
     description: The principal to simulate; default the caller (an assumed role's session becomes its role, which
       must then have no path).
@@ -184,6 +201,11 @@ missing_permissions:
   returned: always
   type: list
   elements: str
+resources_checked:
+  description: The C(variable=id) of every resource read (with O(resources)); empty when they were not read.
+  returned: always
+  type: list
+  elements: str
 security_group_rules:
   description: The network check (with O(security_group_rules)) - whether the groups were read, and the rules
     they lack, each as the security_group_rules module returns it (with C(fix)).
@@ -218,6 +240,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_inputs as _preflight_inputs  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_network as _preflight_network  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_resources as _preflight_resources  # noqa: E402
 
 
 def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, object]]:
@@ -261,6 +284,23 @@ def _security_group_rules(module, params: dict, result: dict) -> dict:
     return {"checked": True, "missing": report["missing"]}
 
 
+def _resources(module, params: dict, result: dict) -> list[str]:
+    """The existence and instance-type reads, once the credentials are the inventory's account; ids that carry a
+    placeholder are reported already and not read."""
+    markers = params["markers"] or _preflight.DEFAULT_MARKERS
+    if not params["account_id"] or result["caller"].get("Account") != params["account_id"]:
+        return []
+    resources = [r for r in _preflight_resources.expand(params["resources"]) if not _preflight.marker_in(str(r["id"]), markers)]
+    fit = params.get("instance_type_fit")
+    if fit and _preflight.marker_in(str(fit.get("instance_type") or ""), markers):
+        fit = None
+    report = _preflight_resources.preflight_report(
+        lambda service: client(module, service), resources, fit, params["account_id"], params["region"]
+    )
+    result["problems"] += report["problems"]
+    return report["checked"]
+
+
 def main() -> None:
     argument_spec = dict(
         inventory_sources=dict(type="list", elements="path", default=[]),
@@ -275,6 +315,8 @@ def main() -> None:
         iam_policy_doc=dict(type="path"),
         iam_policy_section=dict(type="str", default="deploy.yml"),
         principal_arn=dict(type="str"),
+        resources=dict(type="list", elements="dict", default=[]),
+        instance_type_fit=dict(type="dict"),
         security_group_rules=dict(
             type="dict",
             options=dict(
@@ -315,11 +357,12 @@ def main() -> None:
             iam = client(module, "iam")
     result = _preflight.run(params, _documents(params["inventory_sources"], params["base_dir"]), sts, iam)
     result["security_group_rules"] = _security_group_rules(module, params, result)
+    result["resources_checked"] = _resources(module, params, result)
     if result["problems"]:
         count = len(result["problems"])
+        # The message counts them and `problems` lists them: each problem is printed once, under the message.
         module.fail_json(
-            msg=f"preflight: {count} problem{'s' if count > 1 else ''} to fix before anything is written:\n- "
-            + "\n- ".join(result["problems"]),
+            msg=f"preflight: {count} problem{'s' if count > 1 else ''} to fix before anything is written (listed under problems)",
             **result,
         )
     module.exit_json(changed=False, **result)

@@ -70,6 +70,16 @@ options:
     description: Docker network mode of the task; one of V(awsvpc), V(bridge), V(host), V(none).
     type: str
     default: awsvpc
+  cpu_architecture:
+    description:
+      - The CPU architecture of the fleet's instances, rendered as C(runtimePlatform.cpuArchitecture) (with
+        C(operatingSystemFamily) V(LINUX)), so ECS places the task only on instances of that architecture and an
+        arm64 fleet (g5g) is never sent an amd64-only task.
+      - Role C(fleet_capacity) publishes it as C(fleet_capacity_cpu_architecture); M(inferops.triton_ecs.image_platforms)
+        checks that the image's manifest carries it.
+      - Omitted, the task definition has no C(runtimePlatform) (ECS then places it on any architecture).
+    type: str
+    choices: [X86_64, ARM64]
   triton:
     description:
       - How tritonserver is started inside the container. The image's entrypoint (role C(triton_image)) builds the
@@ -370,6 +380,7 @@ def main() -> None:
         memory=dict(type="int"),
         memory_reservation=dict(type="int"),
         network_mode=dict(type="str", default="awsvpc"),
+        cpu_architecture=dict(type="str", choices=["X86_64", "ARM64"]),
         triton=dict(
             type="dict",
             default={},

@@ -18,12 +18,15 @@ in time. The parsing of actions is its own (not the collection's code under test
 Not modelled: ALB health checks (a target is as healthy as moto says, so a dead target still gets requests: 502),
 slow start, deregistration delay and connection draining (a deregistered target gets no new request from the next
 refresh on; requests in flight to it finish), stickiness, listener rule conditions (a rule's forward action is used
-whatever the request), HTTPS/gRPC, and keep-alive towards targets (one connection per request, so a stopping Triton
+whatever the request), gRPC, and keep-alive towards targets (one connection per request, so a stopping Triton
 sees no idle load-balancer connection; the real ALB's pooled connections can eat its exit timeout).
 
     with AlbRoute(moto, listener_arn=listener) as route:
         urllib.request.urlopen(route.url + "/v2/health/ready")
         route.counts()                         # {target group ARN: requests}
+
+An HTTPS listener: `ssl_context` (a server context with the listener's certificate) and, for a URL that names the
+listener's port, `port`; the route then terminates TLS as the ALB does and forwards plain HTTP to the targets.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import contextlib
 import http.client
 import json
 import socket
+import ssl
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -130,6 +134,8 @@ class AlbRoute:
         cache_s: float = 0.25,
         target_timeout_s: float = 60.0,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if (listener_arn is None) == (rule_arn is None):
             raise ValueError("AlbRoute: give exactly one of listener_arn (a listener's default action) or rule_arn (a rule's)")
@@ -145,8 +151,12 @@ class AlbRoute:
         self._ports: dict[str, int | None] = {}  # target group ARN -> its port (immutable on AWS)
         self._requests: Counter[str] = Counter()
         self._statuses: Counter[tuple[str, int]] = Counter()
-        self.server = _Server(("127.0.0.1", 0), self._handler(idle_timeout_s))
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = _Server(("127.0.0.1", port), self._handler(idle_timeout_s))
+        self.scheme = "http"
+        if ssl_context is not None:
+            self.server.socket = ssl_context.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
+        self.url = f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.refresh_errors = 0  # reads of moto that failed (the last good configuration kept routing)
@@ -320,7 +330,7 @@ class AlbRoute:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"}
                 forwarded_for = self.headers.get("X-Forwarded-For")
                 headers["X-Forwarded-For"] = f"{forwarded_for}, {self.client_address[0]}" if forwarded_for else self.client_address[0]
-                headers["X-Forwarded-Proto"] = "http"
+                headers["X-Forwarded-Proto"] = route.scheme
                 headers["X-Forwarded-Port"] = str(route.server.server_address[1])
                 connection = http.client.HTTPConnection(target[0], target[1], timeout=route.target_timeout_s)
                 try:

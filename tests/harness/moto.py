@@ -19,8 +19,10 @@ _REQUEST_LINE = re.compile(r'"(GET|POST|PUT|DELETE|HEAD|PATCH) [^"]*" \d{3}')
 
 
 class MotoServer:
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, env: dict[str, str] | None = None) -> None:
+        """`env`: moto's own settings, e.g. MOTO_IAM_LOAD_MANAGED_POLICIES=true (AWS managed policies loaded)."""
         self.port = port or free_port()
+        self.server_env = env or {}
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"moto-{self.port}.log"
         self._proc: subprocess.Popen | None = None
@@ -35,7 +37,7 @@ class MotoServer:
         moto = Path(sys.executable).with_name("moto_server")
         log = self.log_path.open("w")
         # The request recorder (off until /moto-api/recorder/start-recording) writes beside the log, not in the cwd.
-        env = dict(os.environ, MOTO_RECORDER_FILEPATH=str(self.log_path.with_suffix(".recording.jsonl")))
+        env = dict(os.environ, MOTO_RECORDER_FILEPATH=str(self.log_path.with_suffix(".recording.jsonl")), **self.server_env)
         self._proc = subprocess.Popen(
             [str(moto), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=detach, env=env
         )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fixtures.al2023.gpu_health_drill import GpuHealthDrill
+from tests.fixtures.al2023.gpu_health_drill import DCGM_CRITICAL, DCGM_TRANSIENT_SCENARIOS, GpuHealthDrill
 from tests.harness.moto import MotoServer
 
 
@@ -69,3 +69,51 @@ def test_repeated_nvlink_errors_within_the_window_drain(watching):
     watching.inject_xid(74)
     assert watching.seconds_until_draining(first) <= 30, watching.log_text()
     assert "3 GPU errors within 600 s" in watching.log_text()
+
+
+# ---------------------------------------------------------------- with DCGM (a stand-in dcgmi answering from a file)
+
+
+@pytest.fixture(scope="module")
+def dcgm_drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuHealthDrill]:
+    workdir = tmp_path_factory.mktemp("gpu_health_dcgm")
+    moto = MotoServer(workdir).start()
+    drill = GpuHealthDrill(moto, workdir, dcgm=True)
+    try:
+        yield drill
+    finally:
+        drill.close()
+        moto.stop()
+
+
+@pytest.fixture
+def dcgm_watching(dcgm_drill: GpuHealthDrill) -> Iterator[GpuHealthDrill]:
+    dcgm_drill.start()
+    try:
+        yield dcgm_drill
+    finally:
+        dcgm_drill.stop()
+
+
+def test_the_watcher_reads_dcgm_where_it_answers(dcgm_watching):
+    assert "watching DCGM's health watches (group 2)" in dcgm_watching.log_text()
+
+
+def test_a_failed_row_remap_in_dcgm_drains_and_replaces(dcgm_watching):
+    since = dcgm_watching.write_dcgm(*DCGM_CRITICAL)
+    assert dcgm_watching.seconds_until_draining(since) <= 30, dcgm_watching.log_text()
+    assert dcgm_watching.seconds_until_unhealthy(since) <= 30, dcgm_watching.log_text()
+    assert "DCGM row_remap_failure on GPU 0" in dcgm_watching.log_text()
+
+
+def test_a_persistent_nvlink_error_drains_after_the_threshold(dcgm_watching):
+    since = dcgm_watching.write_dcgm("NVLink", "Failure", "Detected 40 NvLink recovery errors on GPU 0's NVLink")
+    assert dcgm_watching.seconds_until_draining(since) <= 30, dcgm_watching.log_text()
+    assert "3 GPU errors within 600 s" in dcgm_watching.log_text()
+
+
+@pytest.mark.parametrize("scenario", sorted(DCGM_TRANSIENT_SCENARIOS))
+def test_a_transient_or_unlisted_dcgm_incident_does_not_drain(dcgm_watching, scenario):
+    DCGM_TRANSIENT_SCENARIOS[scenario](dcgm_watching)
+    assert dcgm_watching.stays_active(settle_s=3 * dcgm_watching.poll_interval_s + 1), dcgm_watching.log_text()
+    assert dcgm_watching.instance_health().lower() == "healthy"

@@ -139,7 +139,8 @@ def test_first_run_creates_rerun_and_cutover_change_nothing(moto_server: MotoSer
     assert cluster["capacityProviders"] == ["triton-gpu"]
     assert cluster["defaultCapacityProviderStrategy"][0]["capacityProvider"] == "triton-gpu"
     groups = moto_server.client("logs").describe_log_groups(logGroupNamePrefix="/ecs/triton")["logGroups"]
-    assert [(g["logGroupName"], g.get("retentionInDays")) for g in groups] == [("/ecs/triton", 14)]
+    # the Triton log group and the metrics sidecar's, both with the retention (the CloudWatch agent would set none)
+    assert [(g["logGroupName"], g.get("retentionInDays")) for g in groups] == [("/ecs/triton", 14), ("/ecs/triton/metrics", 14)]
 
     provider = ecs.describe_capacity_providers(capacityProviders=["triton-gpu"])["capacityProviders"][0]["autoScalingGroupProvider"]
     assert provider["managedScaling"]["status"] == "ENABLED" and provider["managedTerminationProtection"] == "ENABLED"
@@ -279,7 +280,7 @@ def test_skip_switches_leave_their_parts_alone(moto_server: MotoServer, tmp_path
     assert sorted(left_alone) == sorted([*switches, "fleet_iam_manage"])
     assert [s for s, ok in left_alone.items() if not ok] == []
     log_groups = moto_server.client("logs").describe_log_groups(logGroupNamePrefix="/ecs/triton")["logGroups"]
-    assert [(g["logGroupName"], g["retentionInDays"]) for g in log_groups] == [("/ecs/triton", 14)]
+    assert [(g["logGroupName"], g["retentionInDays"]) for g in log_groups] == [("/ecs/triton", 14), ("/ecs/triton/metrics", 14)]
     # The load balancing still ran, and the ARNs are published for deploy.yml either way.
     assert published(result)["alarm_names"] == [
         f"{APP}-blue-target-5xx",

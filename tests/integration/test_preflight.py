@@ -39,11 +39,15 @@ def test_example_inventory_lists_every_placeholder_in_one_run():
     assert len(result["placeholders"]) == len(expected), (result["placeholders"], expected)
     files = {p["file"] for p in result["placeholders"]}
     assert files == {f for f, _line in expected}
+    problems = "\n".join(result["problems"])
     for placeholder in result["placeholders"]:
-        assert f"{placeholder['variable']} = {placeholder['value']!r} in {placeholder['file']}" in result["msg"]
+        assert f"{placeholder['variable']} = {placeholder['value']!r} in {placeholder['file']}" in problems
     # the account is a placeholder, named once; the missing profile is named with its fix
     assert sum(1 for p in result["placeholders"] if p["variable"] == "aws_account_id") == 1
-    assert "aws_profile 'triton-deploy' is not a profile of this machine" in result["msg"]
+    assert "aws_profile 'triton-deploy' is not a profile of this machine" in problems
+    # each problem is printed once: the message counts them, `problems` lists them
+    assert result["msg"] == f"preflight: {len(result['problems'])} problems to fix before anything is written (listed under problems)"
+    assert not any(problem in result["msg"] for problem in result["problems"])
 
 
 def test_an_override_on_the_command_line_is_no_placeholder():
@@ -72,15 +76,18 @@ def test_credentials_of_another_account_are_refused_before_any_write_or_build(tm
         moto.stop()
     assert run.rc != 0
     assert run.failed_tasks == [PREFLIGHT_TASK]
-    msg = run.result(PREFLIGHT_TASK)["msg"]
+    msg = "\n".join(run.result(PREFLIGHT_TASK)["problems"])
     assert f"belong to account {ACCOUNT_ID}" in msg and "aws_account_id is 210987654321" in msg
     assert "region us-east-1" in msg and "AWS_PROFILE" in msg
     assert actions == []
-    # nothing after the preflight ran: no image build, no AWS task (before it, only the model host path settled
-    # from the inventory and Packer's manifest, which reads no AWS)
+    # nothing after the preflight ran: no image build, no AWS task (before it, only the model host path and the
+    # fleet's architecture settled from the inventory and Packer's manifest, which reads no AWS)
     assert [t["name"] for t in run.tasks] == [
         "Settle the model host path (the AMI's)",
         "inferops.triton_ecs.fleet_capacity : Settle the model host path (the AMI's, from its Packer manifest)",
+        "Settle the fleet's CPU architecture (the AMI's, or the instance type's)",
+        "inferops.triton_ecs.fleet_capacity : Settle the fleet's CPU architecture",
+        "inferops.triton_ecs.fleet_capacity : Check the fleet's CPU architecture",
         PREFLIGHT_TASK,
     ]
 

@@ -69,13 +69,14 @@ def run_preflight(moto: MotoServer, net: dict[str, Any], manage: bool) -> tuple[
         "aws_region": "us-east-1",
         "aws_account_id": ACCOUNT_ID,
         "task_definition_family": "triton",
-        "task_definition_memory": 30000,
+        "task_definition_memory": 14336,  # fits g5.xlarge (16 GiB); the preflight reads the instance type
         "fleet_cluster_name": "inference",
-        "fleet_capacity_ami_id": "ami-0a1b2c3d4e5f6a7b8",  # an AMI by id: no Packer manifest to read here
         "fleet_load_balancing_vpc_id": net["vpc"],
         "fleet_load_balancing_alb_security_groups": [groups["alb"]],
         "fleet_capacity_subnets": net["subnets"],
         "fleet_capacity_security_groups": [groups["instances"]],
+        # an AMI the account can launch (no Packer manifest here); the preflight reads that it exists
+        "fleet_capacity_ami_id": moto.client("ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"],
         "fleet_services_subnets": net["subnets"],
         "fleet_services_security_groups": [groups["tasks"]],
         "fleet_services_security_group_rules_manage": manage,

@@ -274,6 +274,18 @@ def test_capacity_without_gpus_or_managed_scaling_fails_before_writing():
     assert runner(aws).run()["failed_reason"] == ""
 
 
+def test_check_mode_fails_on_capacity_as_the_real_run_does():
+    """The dry run predicts the real run: a standby that cannot be placed fails both, with the same message."""
+    aws = FakeAws()
+    aws.managed_scaling = False
+    with pytest.raises(bg.PlanError) as real:
+        runner(aws).run()
+    with pytest.raises(bg.PlanError) as check:
+        runner(aws, check_mode=True).run()
+    assert check.value.errors == real.value.errors and "cannot place the standby colour" in str(check.value)
+    assert aws.calls == []
+
+
 def test_missing_task_definition_and_alarm_fail_before_writing():
     aws = FakeAws()
     with pytest.raises(bg.PlanError) as err:

@@ -6,6 +6,7 @@ No stand-in needed: Xid lines, nvidia-smi CSV and the instance-type lookup are g
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -105,12 +106,15 @@ def test_expected_gpus_reads_the_table_first_and_asks_ec2_for_the_rest():
 
     def describe(instance_type):
         asked.append(instance_type)
-        return 2
+        return 2, "tesla"
 
-    assert gpu_health.expected_gpus("g5.12xlarge", {"g5.12xlarge": 4}, describe) == (4, "the AMI's instance-type table")
+    table = {"g5.12xlarge": {"gpus": 4}, "g6f.large": {"gpus": 0, "flavour": "grid"}, "g5.xlarge": 1}
+    assert gpu_health.expected_gpus("g5.12xlarge", table, describe) == (4, "tesla", "the AMI's instance-type table")
+    assert gpu_health.expected_gpus("g6f.large", table, describe) == (0, "grid", "the AMI's instance-type table")
+    assert gpu_health.expected_gpus("g5.xlarge", table, describe) == (1, "tesla", "the AMI's instance-type table")  # an older AMI's count
     assert asked == []
-    assert gpu_health.expected_gpus("g6f.4xlarge", {"g5.12xlarge": 4}, describe) == (2, "EC2 DescribeInstanceTypes")
-    assert asked == ["g6f.4xlarge"]
+    assert gpu_health.expected_gpus("g6.4xlarge", table, describe) == (2, "tesla", "EC2 DescribeInstanceTypes")
+    assert asked == ["g6.4xlarge"]
 
 
 @pytest.mark.parametrize(
@@ -160,3 +164,63 @@ def test_the_responder_drains_once_then_replaces_as_the_action_says(action, runn
             responder.step("Xid 79 on PCI:0000:00:1e", now)
     assert aws.calls == calls
     assert responder.done is done
+
+
+# ---------------------------------------------------------------- DCGM's health watches
+
+DCGM_POLICY = gpu_health.policy_from_settings(
+    {**SETTINGS, "dcgm_immediate": DEFAULTS["gpu_health_dcgm_immediate"], "dcgm_counted": DEFAULTS["gpu_health_dcgm_counted"]}
+)
+
+
+def dcgm_answer(gpu: int, system: str, health: str, message: str) -> str:
+    """`dcgmi health --check --json` with one incident (the shape the stand-in dcgmi prints: tests/fixtures/al2023)."""
+    incident = {"children": {health: {"value": message}}}
+    return json.dumps(
+        {"body": {"Overall Health": {"value": health}, "GPU": {"children": {f"GPU ID: {gpu}": {"children": {system: incident}}}}}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("system", "message", "kind"),
+    [
+        ("NVLink", "Detected 12 NvLink recovery errors on GPU 3's NVLink (should be 0)", "dcgm_nvlink"),
+        ("PCIe", "Detected more than 8 PCIe replays per minute for GPU 1 : 40", "dcgm_pcie_replay"),
+        ("Memory", "GPU 0 had uncorrectable memory errors and row remapping failed", "dcgm_row_remap_failure"),
+        ("Memory", "GPU 0 has pending row remaps: reset the GPU", "dcgm_row_remap_pending"),
+        ("Memory", "Detected 2 volatile double-bit ECC error(s) in GPU 0", "dcgm_dbe"),
+        ("Power", "Power usage is near the limit", "dcgm_power"),
+    ],
+)
+def test_dcgm_incidents_are_classified_by_system_and_message(system, message, kind):
+    events = gpu_health.parse_dcgm_health(dcgm_answer(3, system, "Failure", message), 7.0)
+    assert events == [gpu_health.Event(kind, 7.0, gpu="3", code=2, detail=message)]
+
+
+def test_a_healthy_dcgm_answer_has_no_incident():
+    assert gpu_health.parse_dcgm_health(json.dumps({"body": {"Overall Health": {"value": "Healthy"}}}), 1.0) == []
+
+
+def test_dcgm_row_remap_failure_acts_at_once_but_nvlink_and_pcie_replays_count():
+    failure = gpu_health.parse_dcgm_health(dcgm_answer(0, "Memory", "Failure", "row remapping failed"), 0.0)
+    assert gpu_health.assess(failure, 1.0, DCGM_POLICY).startswith("DCGM row_remap_failure on GPU 0")
+    for system, message in (("NVLink", "NvLink errors"), ("PCIe", "PCIe replays per minute"), ("Memory", "pending row remaps")):
+        one = gpu_health.parse_dcgm_health(dcgm_answer(0, system, "Warning", message), 0.0)
+        assert gpu_health.assess(one, 1.0, DCGM_POLICY) is None  # one poll: not yet
+        three = [gpu_health.Event(one[0].kind, t, gpu="0", code=1, detail=message) for t in (0.0, 5.0, 10.0)]
+        assert gpu_health.assess(three, 11.0, DCGM_POLICY).startswith("3 GPU errors within 600 s")
+    # A Warning of an immediate category only counts; an unlisted category never acts.
+    warning = gpu_health.parse_dcgm_health(dcgm_answer(0, "Memory", "Warning", "row remapping failed"), 0.0)
+    assert gpu_health.assess(warning, 1.0, DCGM_POLICY) is None
+    power = [gpu_health.Event("dcgm_power", t, gpu="0", code=2) for t in range(10)]
+    assert gpu_health.assess(power, 10.0, DCGM_POLICY) is None
+
+
+def test_dcgm_repeats_an_ongoing_condition_once_per_poll():
+    events = [gpu_health.Event("dcgm_nvlink", 0.0, gpu="0", code=1, detail=d) for d in ("link 1", "link 2")]
+    assert len(gpu_health.dcgm_events_per_poll([*events, gpu_health.Event("dcgm_nvlink", 0.0, gpu="1", code=1)])) == 2
+
+
+def test_a_dcgm_category_in_both_lists_is_refused():
+    with pytest.raises(ValueError, match="both dcgm_immediate and dcgm_counted"):
+        gpu_health.policy_from_settings({**SETTINGS, "dcgm_immediate": ["nvlink"], "dcgm_counted": ["nvlink"]})

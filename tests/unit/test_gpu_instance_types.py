@@ -15,8 +15,9 @@ import moto
 import yaml
 
 ROLE_DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "gpu_health" / "defaults" / "main.yml"
-TABLE = yaml.safe_load(ROLE_DEFAULTS.read_text())["gpu_health_instance_type_gpus"]
-FAMILIES = {"g4dn", "g5", "g5g", "g6", "g6e", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en"}
+ENTRIES = yaml.safe_load(ROLE_DEFAULTS.read_text())["gpu_health_instance_type_gpus"]
+TABLE = {name: entry["gpus"] for name, entry in ENTRIES.items()}
+FAMILIES = {"g4dn", "g5", "g5g", "g6", "g6e", "g6f", "gr6f", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300"}
 
 
 def ec2_gpu_counts() -> dict[str, int]:
@@ -53,3 +54,16 @@ def test_sizes_missing_from_the_snapshot():
         4,
         8,
     ]
+
+
+def test_fractional_gpus_are_the_grid_flavour_and_every_other_type_the_datacenter_one():
+    path = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
+    types = json.loads(gzip.decompress(path.read_bytes()))
+    fractional = {
+        name
+        for name, info in types.items()
+        if name in ENTRIES and any(g.get("GpuPartitionSize", 1.0) < 1.0 for g in info.get("GpuInfo", {}).get("Gpus", []))
+    }
+    assert fractional == {"g6f.large", "g6f.xlarge", "g6f.2xlarge", "g6f.4xlarge", "gr6f.4xlarge"}
+    assert {name for name, entry in ENTRIES.items() if entry.get("flavour", "tesla") == "grid"} == fractional
+    assert {entry.get("flavour", "tesla") for entry in ENTRIES.values()} == {"tesla", "grid"}

@@ -308,6 +308,16 @@ def test_listeners_production_url_is_the_load_balancer_dns_name_and_port() -> No
     assert listeners.production_url(load_balancer, {"port": 443, "protocol": "HTTPS"}) == "https://internal-triton-1.elb.example:443"
 
 
+def test_production_url_of_a_host_header_rule_on_a_shared_listener_is_the_rule_host() -> None:
+    """The DNS name reaches the shared listener's default action, not the rule (inventories/example's production)."""
+    load_balancer = {"DNSName": "internal-shared-1.elb.example"}
+    rule = {"priority": 100, "conditions": [{"Field": "host-header", "Values": ["triton.internal.example.com"]}]}
+    production = {"port": 443, "protocol": "HTTPS", "rule": rule}
+    assert listeners.production_url(load_balancer, production) == "https://triton.internal.example.com:443"
+    by_path = {"priority": 7, "conditions": [{"Field": "path-pattern", "PathPatternConfig": {"Values": ["/triton/*"]}}]}
+    assert listeners.production_url(load_balancer, {**production, "rule": by_path}) == "https://internal-shared-1.elb.example:443/triton/"
+
+
 def test_listeners_plan_leaves_weights_set_by_a_cutover() -> None:
     observed = {
         "production_listener": {"Port": 80, "Protocol": "HTTP", "DefaultActions": forward({"blue": 0, "green": 100})},
@@ -479,6 +489,18 @@ def test_services_ensure_creates_only_the_missing_colour() -> None:
     result = services.ensure(ecs, service_params(), check_mode=False)
     assert result["actions"] == ["create triton-green"]
     assert [(op, kwargs["serviceName"], kwargs["desiredCount"]) for op, kwargs in ecs.writes] == [("create_service", "triton-green", 0)]
+
+
+def test_services_missing_without_a_task_definition_are_reported_and_left_to_deploy_yml() -> None:
+    """infrastructure.yml on a fresh account: no task definition yet, so nothing is written and the missing services
+    are named; with missing=create (the default) the error names the role variable and deploy.yml."""
+    ecs = FakeEcsServices({"triton-blue": described("blue")})
+    params = {**service_params(), "task_definition": None}
+    result = services.ensure(ecs, {**params, "missing": "report"}, check_mode=False)
+    assert not result["changed"] and ecs.writes == [] and result["missing"] == ["triton-green"]
+    assert result["task_definitions"] == {"blue": "arn:td:7", "green": None}
+    with pytest.raises(InputError, match=r"fleet_services_task_definition; deploy\.yml passes the revision it registers"):
+        services.ensure(ecs, params, check_mode=False)
 
 
 def test_services_ensure_reports_redeploying_drift_unless_asked() -> None:

@@ -171,6 +171,21 @@ def test_a_release_id_names_one_content():
     rollout.check_id_reuse(records, release({"m": 1}, "v1"))
 
 
+def test_a_deploy_re_run_resolves_the_release_production_serves():
+    """deploy.yml resolves its release before registering the task definition (state=resolved names none); after the
+    first deploy, current.json names the revision that runs it, and the same content is the same release."""
+    image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/triton@sha256:" + "1" * 64
+    td = "arn:aws:ecs:eu-west-1:123456789012:task-definition/triton:1"
+    served = rollout.make_release(APP, {"m": 1}, None, CREATED, {"m": "ab" * 32}, image, td)
+    records = {"current": served, "previous": None, "canary": None, "standby": None}
+    resolved = rollout.make_release(APP, {"m": 1}, None, CREATED, {"m": "ab" * 32}, image)
+    assert resolved["release_id"] == served["release_id"]
+    rollout.check_id_reuse(records, resolved)
+    other_td = rollout.make_release(APP, {"m": 1}, None, CREATED, {"m": "ab" * 32}, image, td.replace(":1", ":2"))
+    with pytest.raises(ReleaseError, match="a release id names one content"):
+        rollout.check_id_reuse(records, other_td)
+
+
 def test_verdicts_for_the_fleet_and_the_canary():
     wanted = release({"m": 2})
     rid = wanted["release_id"]

@@ -248,6 +248,9 @@ def test_one_variable_is_the_model_host_path_of_the_ami_and_the_fleet(template, 
     assert spec["argument_specs"]["main"]["options"]["instance_storage_mount_point"]["default"] == unquote(variable["default"])
     assert "instance_storage_mount_point = var.model_host_path" in locals_["ansible_extra_vars"]
     assert "model_host_path = var.model_host_path" in locals_["ami_facts"]
+    # The architecture too: roles/fleet_capacity publishes it for the task definition's runtimePlatform and the image.
+    assert "architecture = var.architecture" in locals_["ami_facts"]
+    assert "custom_data" in (REPO / "roles" / "fleet_capacity" / "tasks" / "architecture.yml").read_text()
     (validation,) = variable["validation"]
     pattern = re.search(r'regex\("(.*)", var\.model_host_path\)', validation["condition"])[1]
     for good in ("/mnt/models", "/data/nvme-0/models", "/srv/inferops/models"):

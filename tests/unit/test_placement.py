@@ -66,7 +66,22 @@ def test_auto_scaling_group_at_max_adds_nothing_and_says_how_far_to_raise_it():
 
 def test_instance_type_with_too_few_gpus_cannot_help_however_large_the_group():
     verdict = pl.verdict(R(4, 1024, 8192), 1, {}, [group(max_size=100, current=0, gpus=1)], "c")
-    assert not verdict.ok and "use an instance type with at least 4 GPUs" in verdict.why
+    assert not verdict.ok and "one g5.xlarge of Auto Scaling group gpu cannot hold one task (GPU 1 free of 4 needed)" in verdict.why
+    assert "lower the task's GPU count or use a larger instance type" in verdict.why
+
+
+def test_a_task_whose_memory_exceeds_the_instance_type_is_blamed_on_memory_not_gpus():
+    """inventories/example once asked 24000 MiB reserved on g5.xlarge (16 GiB of RAM; the 24 GiB are the GPU's)."""
+    verdict = pl.verdict(R(1, 0, 24000), 2, {}, [group(max_size=8, current=0)], "inference")
+    assert not verdict.ok
+    assert "(MEMORY 15564 free of 24000 needed): lower the task's memory reservation (memory_reservation, MiB)" in verdict.why
+    assert "GPUs" not in verdict.why
+
+
+def test_ecs_places_by_the_memory_reservation_not_the_hard_limit():
+    td = {"containerDefinitions": [{"memory": 16000, "memoryReservation": 12000, "resourceRequirements": [{"type": "GPU", "value": "1"}]}]}
+    assert pl.task_needs(td) == R(1, 0, 12000)
+    assert pl.verdict(pl.task_needs(td), 2, {}, [group(max_size=2, current=0)], "c").ok
 
 
 def test_nothing_needed_is_always_ok():

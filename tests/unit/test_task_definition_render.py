@@ -151,3 +151,13 @@ def test_a_task_definition_carries_its_release_and_serves_the_agent_s_view_of_it
     assert "INFEROPS_MODEL_VIEW" not in push and "INFEROPS_RELEASE_ID" not in push  # no agent, no release record
     baked = env(triton(render(module_params(triton={}))))
     assert "INFEROPS_MODEL_VIEW" not in baked  # models in the image: no host path, no view
+
+
+def test_the_fleet_architecture_becomes_the_runtime_platform():
+    assert render(module_params(cpu_architecture="ARM64"))["runtimePlatform"] == {
+        "cpuArchitecture": "ARM64",
+        "operatingSystemFamily": "LINUX",
+    }
+    assert render(module_params(cpu_architecture="X86_64"))["runtimePlatform"]["cpuArchitecture"] == "X86_64"
+    # Not given: no runtimePlatform, so an existing family gets no new revision from this option.
+    assert "runtimePlatform" not in render(module_params())

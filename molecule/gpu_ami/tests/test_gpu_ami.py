@@ -11,7 +11,16 @@ import json
 
 import pytest
 
-from tests.fixtures.al2023.build import DRIVER_NEWER, KERNEL_MODULE_FILES, MOUNT_POINT, STANDIN_PCI_DEVICES
+from tests.fixtures.al2023.build import (
+    DCGM_NEWER,
+    DCGM_PINNED,
+    DRIVER_NEWER,
+    KERNEL_MODULE_FILES,
+    MOUNT_POINT,
+    NVLSM_VERSION,
+    STANDIN_PCI_DEVICES,
+)
+from tests.fixtures.al2023.gpu_health_drill import dcgm_health_json
 
 DRIVER_PACKAGES = (
     "nvidia-driver",
@@ -235,7 +244,9 @@ def test_the_ecs_agent_requires_the_gpu_count_check(host):
     watch = systemd_props(host, "gpu-health-watch.service", "UnitFileState")
     assert watch["UnitFileState"] == "enabled"
     counts = json.loads(host.file("/etc/inferops/gpu-instance-types.json").content_string)
-    assert counts["g5.48xlarge"] == 8 and counts["p5.48xlarge"] == 8 and counts["g5g.16xlarge"] == 2
+    assert counts["g5.48xlarge"] == {"gpus": 8} and counts["p5.48xlarge"] == {"gpus": 8} and counts["g5g.16xlarge"] == {"gpus": 2}
+    assert counts["p6-b200.48xlarge"] == {"gpus": 8} and counts["g6e.12xlarge"] == {"gpus": 4}
+    assert counts["g6f.large"] == {"gpus": 0, "flavour": "grid"}
 
 
 @pytest.mark.parametrize(("gpus_seen", "rc"), [(3, 1), (4, 0)])
@@ -344,3 +355,88 @@ def test_instance_storage_runs_before_docker_and_ecs_and_falls_back_to_a_directo
         # Leave the image as baked.
         host.run(f"systemctl stop docker.service {unit}")
         host.run("rm -rf /mnt/models")
+
+
+def test_a_fractional_gpu_type_is_refused_with_the_reason(host):
+    settings = json.loads(host.file("/etc/inferops/gpu-health.json").content_string)
+    settings.update(action="drain", count_wait_s=1, count_poll_s=0.2)
+    host.check_output(f"echo '{json.dumps(settings)}' > /tmp/gpu_ami-health.json")
+    result = host.run(f"{GPU_HEALTH} check-count --settings /tmp/gpu_ami-health.json --instance-type g6f.large")
+    assert result.rc == 1, result.stdout + result.stderr
+    assert "g6f.large has a fractional NVIDIA GPU that only NVIDIA's GRID (vGPU) driver drives" in result.stdout
+    assert "keeping the ECS agent from registering" in result.stdout
+
+
+def test_dcgm_is_pinned_locked_and_the_newer_one_not_picked(host):
+    assert rpm_versions(host, "datacenter-gpu-manager-4-core")["datacenter-gpu-manager-4-core"] == DCGM_PINNED
+    assert f"datacenter-gpu-manager-4-core-{DCGM_NEWER}-" in host.check_output(f"ls {MOUNT_POINT}/nvidia")
+    assert any(line.startswith(f"datacenter-gpu-manager-4-core-0:{DCGM_PINNED}-") for line in versionlocks(host))
+    manifest = json.loads(host.file("/etc/inferops/ami-manifest.json").content_string)
+    assert manifest["packages"]["datacenter-gpu-manager-4-core"].startswith(DCGM_PINNED + "-")
+
+
+def test_dcgm_starts_after_the_driver_and_before_the_ecs_agent_on_its_socket(host):
+    props = systemd_props(host, "nvidia-dcgm.service", "After", "Before", "UnitFileState", "ExecStart")
+    assert props["UnitFileState"] == "enabled"
+    assert {"nvidia-kmod-load.service", "nvidia-persistenced.service"} <= set(props["After"].split())
+    assert "ecs.service" in props["Before"].split()
+    assert "--domain-socket /run/nvidia-dcgm/nv-hostengine" in props["ExecStart"]
+    # ecs-init's DCGM hook (the ECS agent's GPU health reporting) is on, ordered before the agent too.
+    assert systemd_props(host, "dcgm-init.service", "UnitFileState")["UnitFileState"] == "enabled"
+    ecs_after = systemd_props(host, "ecs.service", "After")["After"].split()
+    assert {"nvidia-dcgm.service", "dcgm-init.service"} <= set(ecs_after)
+    # No GPU here: skipped, not failed (a CPU instance boots the same AMI).
+    host.run("systemctl start nvidia-dcgm.service")
+    assert systemd_props(host, "nvidia-dcgm.service", "Result", "ConditionResult") == {"Result": "success", "ConditionResult": "no"}
+
+
+def watch_with_standin_dcgm(host, answer: str, seconds: int = 6) -> str:
+    """The AMI's watcher for a few seconds against the stand-in dcgmi answering `answer`; its journal lines."""
+    settings = json.loads(host.file("/etc/inferops/gpu-health.json").content_string)
+    settings.update(
+        action="drain", poll_interval_s=1, kernel_log_command=["sleep", "60"], ecs_agent_metadata_url="http://127.0.0.1:9/v1/metadata"
+    )
+    host.check_output(f"echo '{json.dumps(settings)}' > /tmp/gpu_ami-watch.json")
+    host.check_output(f"echo '{answer}' > /tmp/gpu_ami-dcgm.json")
+    result = host.run(f"DCGM_STANDIN_HEALTH=/tmp/gpu_ami-dcgm.json timeout {seconds} {GPU_HEALTH} watch --settings /tmp/gpu_ami-watch.json")
+    return result.stdout
+
+
+def test_the_watcher_reads_dcgm_and_a_failed_row_remap_drives_a_drain(host):
+    # The drain itself (ECS DRAINING, then Unhealthy) runs against moto in tests/integration/test_gpu_health_watcher.py:
+    # this container reaches no AWS, so the ECS agent's endpoint is refused and the watcher keeps trying.
+    out = watch_with_standin_dcgm(
+        host, dcgm_health_json(0, "Memory", "Failure", "GPU 0 had uncorrectable memory errors and row remapping failed")
+    )
+    assert "watching DCGM's health watches (group 2)" in out, out
+    assert "UNHEALTHY: DCGM row_remap_failure on GPU 0" in out, out
+    assert "could not drain the container instance yet" in out, out
+
+
+def test_a_dcgm_incident_the_policy_does_not_act_on_drains_nothing(host):
+    out = watch_with_standin_dcgm(host, dcgm_health_json(0, "Power", "Warning", "GPU 0 power usage is near its limit"))
+    assert "DCGM power on GPU 0" in out and "is not counted" in out, out
+    assert "UNHEALTHY" not in out and "could not drain" not in out, out
+
+
+def test_nvlink5_packages_and_ib_umad_only_where_the_hardware_needs_them(host):
+    assert rpm_versions(host, "nvlsm")["nvlsm"] == NVLSM_VERSION
+    assert host.run("rpm -q libibumad infiniband-diags").rc == 0
+    assert any(line.startswith(f"nvlsm-0:{NVLSM_VERSION}-") for line in versionlocks(host))
+    props = systemd_props(host, "nvidia-ib-umad.service", "Before", "UnitFileState", "ExecCondition")
+    assert props["UnitFileState"] == "enabled"
+    assert "nvidia-fabricmanager.service" in props["Before"].split()
+    assert "nvidia-ib-umad.service" in systemd_props(host, "nvidia-fabricmanager.service", "After")["After"].split()
+    p6 = standin_pci_tree(host, "p6", "b200", "b200")
+    p5 = standin_pci_tree(host, "p5", "h100", "nvswitch")
+    g5 = standin_pci_tree(host, "g5", "a10g")
+    assert host.run(f"NVIDIA_KMOD_LOAD_PCI_DEVICES={p6} /usr/libexec/inferops/nvidia-has-nvlink5").rc == 0
+    assert host.run(f"NVIDIA_KMOD_LOAD_PCI_DEVICES={p5} /usr/libexec/inferops/nvidia-has-nvlink5").rc == 1
+    # Fabric Manager: NVSwitches on the PCI bus (p5), or an NVLink 5 GPU (p6); not a single-board GPU.
+    assert host.run(f"NVIDIA_KMOD_LOAD_PCI_DEVICES={p6} /usr/libexec/inferops/nvidia-has-nvswitch").rc == 0
+    assert host.run(f"NVIDIA_KMOD_LOAD_PCI_DEVICES={p5} /usr/libexec/inferops/nvidia-has-nvswitch").rc == 0
+    assert host.run(f"NVIDIA_KMOD_LOAD_PCI_DEVICES={g5} /usr/libexec/inferops/nvidia-has-nvswitch").rc == 1
+    # Here (no NVIDIA device): skipped by its ExecCondition (systemd's Result "exec-condition"), not failed.
+    host.run("systemctl start nvidia-ib-umad.service")
+    props = systemd_props(host, "nvidia-ib-umad.service", "ActiveState", "Result")
+    assert props["ActiveState"] == "inactive" and props["Result"] in ("success", "exec-condition"), props

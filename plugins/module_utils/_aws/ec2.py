@@ -65,3 +65,28 @@ def authorize_security_group_ingress(ec2: Any, group_id: str, permissions: list[
 
 def authorize_security_group_egress(ec2: Any, group_id: str, permissions: list[dict[str, Any]]) -> None:
     ec2.authorize_security_group_egress(aws_retry=True, GroupId=group_id, IpPermissions=permissions)
+
+
+def existing_vpcs(ec2: Any, vpc_ids: list[str]) -> set[str]:
+    """The VPCs among `vpc_ids` that exist (a filter: a missing id is left out rather than failing the call)."""
+    if not vpc_ids:
+        return set()
+    found = full_result(ec2, "describe_vpcs", Filters=[{"Name": "vpc-id", "Values": sorted(set(vpc_ids))}])
+    return {vpc["VpcId"] for vpc in found["Vpcs"]}
+
+
+def existing_images(ec2: Any, image_ids: list[str]) -> set[str]:
+    """The AMIs among `image_ids` this account can launch (its own, shared with it, or public)."""
+    if not image_ids:
+        return set()
+    found = full_result(ec2, "describe_images", Filters=[{"Name": "image-id", "Values": sorted(set(image_ids))}])
+    return {image["ImageId"] for image in found["Images"]}
+
+
+def describe_instance_type(ec2: Any, name: str) -> dict[str, Any] | None:
+    """One instance type's description, or None when the region does not offer it (or the name is wrong)."""
+    try:
+        found = ec2.describe_instance_types(aws_retry=True, InstanceTypes=[name])["InstanceTypes"]
+    except is_boto3_error_code(["InvalidInstanceType", "InvalidParameterValue"]):
+        return None
+    return found[0] if found else None

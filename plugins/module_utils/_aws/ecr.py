@@ -55,3 +55,30 @@ def image_digest(ecr: Any, registry_id: str, repository: str, tag: str) -> str |
     except is_boto3_error_code(["ImageNotFoundException", "RepositoryNotFoundException"]):
         return None
     return images[0]["imageDigest"] if images else None
+
+
+def image_manifest(ecr: Any, registry_id: str, repository: str, reference: str, media_types: list[str]) -> dict[str, Any] | None:
+    """{imageManifest, imageManifestMediaType} of `repository` at a tag or digest, or None when it does not exist."""
+    image_id = {"imageDigest": reference} if reference.startswith("sha256:") else {"imageTag": reference}
+    try:
+        images = ecr.batch_get_image(
+            aws_retry=True, registryId=registry_id, repositoryName=repository, imageIds=[image_id], acceptedMediaTypes=media_types
+        )["images"]
+    except is_boto3_error_code("RepositoryNotFoundException"):
+        return None
+    return images[0] if images else None
+
+
+def layer_download_url(ecr: Any, registry_id: str, repository: str, digest: str) -> str:
+    """A short-lived URL of one blob (a layer or an image config) of `repository`."""
+    return ecr.get_download_url_for_layer(aws_retry=True, registryId=registry_id, repositoryName=repository, layerDigest=digest)[
+        "downloadUrl"
+    ]
+
+
+def repository_exists(ecr: Any, name: str) -> bool:
+    try:
+        ecr.describe_repositories(aws_retry=True, repositoryNames=[name])
+    except is_boto3_error_code("RepositoryNotFoundException"):
+        return False
+    return True

@@ -167,3 +167,16 @@ def list_parts(s3: Any, bucket: str, key: str, upload_id: str) -> list[dict[str,
     """The parts an unfinished upload holds: [{PartNumber, Size, ETag, ChecksumSHA256 (when S3 kept one)}]."""
     listed = s3.get_paginator("list_parts").paginate(Bucket=bucket, Key=key, UploadId=upload_id).build_full_result()
     return listed.get("Parts", [])
+
+
+def bucket_exists(s3: Any, bucket: str) -> bool:
+    """Whether the bucket exists (HeadBucket; a bucket of another account that denies the caller reads as existing)."""
+    try:
+        s3.head_bucket(aws_retry=True, Bucket=bucket)
+    except ClientError as err:
+        if error_code(err) in ("404", "NoSuchBucket", "NotFound"):
+            return False
+        if error_code(err) in ("403", "AccessDenied"):
+            return True
+        raise
+    return True

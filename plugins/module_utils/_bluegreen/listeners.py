@@ -11,6 +11,7 @@ and refuses, before any write, a listener or rule that forwards to anything but 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as _elbv2
@@ -251,8 +252,23 @@ def _snapshot(observed: dict[str, Any], tgs: dict[str, str]) -> dict[str, Any]:
 
 
 def production_url(load_balancer: dict[str, Any], production: dict[str, Any]) -> str:
-    """Where clients reach the production listener: the load balancer's DNS name and the listener's port."""
-    return f"{production.get('protocol', 'HTTPS').lower()}://{load_balancer['DNSName']}:{production['port']}"
+    """Where clients reach production: the listener's protocol and port on the load balancer's DNS name or, for a rule
+    on a shared listener, on the rule's host header (the DNS name alone reaches the listener's default action), with
+    the rule's path pattern up to its first wildcard."""
+    conditions = (production.get("rule") or {}).get("conditions") or []
+
+    def values(field: str, config: str) -> list[str]:
+        found = []
+        for condition in conditions:
+            if condition.get("Field") == field:
+                found += condition.get("Values") or (condition.get(config) or {}).get("Values") or []
+        return found
+
+    hosts = [h for h in values("host-header", "HostHeaderConfig") if "*" not in h and "?" not in h]
+    paths = values("path-pattern", "PathPatternConfig")
+    host = hosts[0] if hosts else load_balancer["DNSName"]
+    path = re.split(r"[*?]", paths[0], maxsplit=1)[0] if paths else ""
+    return f"{production.get('protocol', 'HTTPS').lower()}://{host}:{production['port']}{path}"
 
 
 def observe(elbv2: Any, params: dict[str, Any]) -> dict[str, Any]:

@@ -73,11 +73,14 @@ class Verdict:
 
 
 def task_needs(task_definition: dict[str, Any]) -> Resources:
-    """What one task of this task definition reserves: its GPUs, and task-level CPU/memory or the containers' sum."""
+    """What one task of this task definition reserves: its GPUs, and task-level CPU/memory or the containers' sum.
+
+    A container reserves its memoryReservation (the soft limit) when it has one, else its memory (the hard limit):
+    ECS places by the reservation, and the hard limit may exceed what the instance has."""
     containers = task_definition.get("containerDefinitions") or []
     gpus = sum(int(r.get("value", 0)) for c in containers for r in c.get("resourceRequirements") or [] if r.get("type") == "GPU")
     cpu = int(task_definition.get("cpu") or 0) or sum(int(c.get("cpu") or 0) for c in containers)
-    memory = int(task_definition.get("memory") or 0) or sum(int(c.get("memory") or c.get("memoryReservation") or 0) for c in containers)
+    memory = int(task_definition.get("memory") or 0) or sum(int(c.get("memoryReservation") or c.get("memory") or 0) for c in containers)
     return Resources(gpus, cpu, memory)
 
 
@@ -159,11 +162,11 @@ def verdict(need: Resources, count: int, instances: dict[str, Resources], headro
         return Verdict(True, count, on_registered, count - on_registered, f"{task}: {registered}" + (f"; {groups}" if left else ""), placed)
     shortest = _closest_instance(need, instances)
     fixes = []
-    too_small = [r for r in headroom if r.per_instance.fits(need) == 0]
-    if too_small:
+    for room in (r for r in headroom if r.per_instance.fits(need) == 0):
         fixes.append(
-            f"use an instance type with at least {need.gpus} GPUs in the launch template of {', '.join(r.group for r in too_small)} "
-            f"({', '.join(r.instance_type for r in too_small)} has {too_small[0].per_instance.gpus})"
+            f"one {room.instance_type} of Auto Scaling group {room.group} cannot hold one task "
+            f"({', '.join(room.per_instance.short_of(need))}): lower the task's {short_names(room.per_instance, need)} "
+            "or use a larger instance type in its launch template"
         )
     for room in headroom:
         per = room.per_instance.fits(need)
@@ -181,6 +184,12 @@ def verdict(need: Resources, count: int, instances: dict[str, Resources], headro
         + "; ".join(fixes)
     )
     return Verdict(False, count, on_registered, on_new, why, placed)
+
+
+def short_names(have: Resources, need: Resources) -> str:
+    """What a task asks beyond these resources, as the task definition's settings: e.g. 'memory reservation'."""
+    names = {"GPU": "GPU count", "CPU": "CPU units", "MEMORY": "memory reservation (memory_reservation, MiB)"}
+    return " and ".join(names[item.split(" ", 1)[0]] for item in have.short_of(need))
 
 
 def _closest_instance(need: Resources, instances: dict[str, Resources]) -> str:

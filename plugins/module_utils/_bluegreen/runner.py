@@ -50,6 +50,8 @@ class Runner(CutoverPhases):
             plan, phases = self._plan_under_lock()
         self._end(entry, "ok", f"{plan.action}: {plan.reason}")
         if self.check_mode:
+            if "capacity" in phases:
+                self.phase_capacity(plan)  # reads only: a standby the real run could not place fails the dry run too
             self.writes = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
             if "drain" in phases and not self.drain_skip_reason(plan):
                 self.drain_watched = self.drain_watch(plan.old)  # reads only; whether the controller reaches them is not probed

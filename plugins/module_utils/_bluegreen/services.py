@@ -232,6 +232,24 @@ def update_fields(fields: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the module's run
 
 
+def reported_missing(names: dict[str, str], before: dict[str, Any], missing: list[str]) -> dict[str, Any]:
+    """missing=report: nothing written; which services are missing (deploy.yml creates them with the task definition
+    it registers) and what the others run."""
+    return {
+        "changed": False,
+        "actions": [],
+        "missing": [names[c] for c in missing],
+        "drift": {},
+        "settings_held": [],
+        "services": dict(names),
+        "service_arns": {c: before.get(names[c], {}).get("serviceArn") for c in COLORS},
+        "task_definitions": {c: before.get(names[c], {}).get("taskDefinition") for c in COLORS},
+        "desired_counts": {c: before.get(names[c], {}).get("desiredCount") for c in COLORS},
+        "tags": {c: _ecs.tags_of(before[names[c]]) if names[c] in before else {} for c in COLORS},
+        "diff": {"before": {}, "after": {}},
+    }
+
+
 def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     errors = validate(params)
     if errors:
@@ -247,10 +265,14 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
             raise InputError(f"service {name} is being deleted (DRAINING): wait until ECS finishes deleting it, then run again")
     missing = [c for c in COLORS if names[c] not in before]
     task_definition_arn = None
+    if missing and params.get("missing", "create") == "report":
+        return reported_missing(names, before, missing)
     if missing:
         if not params.get("task_definition"):
             raise InputError(
-                f"{', '.join(names[c] for c in missing)} missing: give task_definition, the revision a new service starts with"
+                f"{', '.join(names[c] for c in missing)} missing: give task_definition, the revision a new service starts with "
+                "(role fleet_services: fleet_services_task_definition; deploy.yml passes the revision it registers), "
+                "or missing: report to leave them to deploy.yml"
             )
         described = _ecs.describe_task_definition(ecs, params["task_definition"])
         if described is None:
@@ -299,6 +321,7 @@ def ensure(ecs: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     return {
         "changed": bool(actions),
         "actions": actions,
+        "missing": [],
         "drift": drifted,
         "settings_held": warnings,
         "services": {color: names[color] for color in COLORS},

@@ -151,9 +151,13 @@ def same_release(record: dict[str, Any] | None, release: dict[str, Any] | None) 
 
 
 def check_id_reuse(records: dict[str, Any], release: dict[str, Any]) -> None:
-    """A release id names one content: an id already written with other models is refused before any write."""
+    """A release id names one content: an id already written with other models is refused before any write. A release
+    resolved before its task definition is registered (state=resolved: deploy.yml's first step) names none yet, so
+    the record's is not compared (a re-run of a deploy resolves the release production already serves)."""
     for name in RECORD_NAMES:
         record = records.get(name)
+        if record and release.get("task_definition") is None:
+            record = {**record, "task_definition": None}
         if record and record["release_id"] == release["release_id"] and not same_release(record, release):
             raise ReleaseError(
                 f"release_id={release['release_id']!r} is already {name}.json with models {release_models(record)}, not "

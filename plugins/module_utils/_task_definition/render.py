@@ -208,4 +208,7 @@ def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
     for option, field in (("execution_role_arn", "executionRoleArn"), ("task_role_arn", "taskRoleArn")):
         if params.get(option):
             definition[field] = params[option]
+    if params.get("cpu_architecture"):
+        # ECS places the task only on container instances of this architecture (an arm64 g5g fleet, or x86_64).
+        definition["runtimePlatform"] = {"cpuArchitecture": params["cpu_architecture"], "operatingSystemFamily": "LINUX"}
     return strip_empty(definition)

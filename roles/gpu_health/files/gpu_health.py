@@ -4,9 +4,10 @@
   gpu-health check-count  before the ECS agent starts: the GPUs nvidia-smi sees against the instance type's count.
                           A shortfall exits 1 (ecs.service requires this check, so the agent never registers) and
                           marks the instance Unhealthy in its Auto Scaling group, which replaces it.
-  gpu-health watch        while the instance runs: Xid errors from the kernel log, and nvidia-smi's double-bit ECC
-                          count, GPU list and thermal slowdown. A verdict drains the ECS container instance and, once
-                          its tasks have moved or after a bound, marks the instance Unhealthy.
+  gpu-health watch        while the instance runs: Xid errors from the kernel log, and DCGM's health watches (NVLink,
+                          PCIe replays, row remapping, memory, thermal) where nv-hostengine answers, else nvidia-smi's
+                          double-bit ECC count, GPU list and thermal slowdown. A verdict drains the ECS container
+                          instance and, once its tasks have moved or after a bound, marks the instance Unhealthy.
 
 Settings come from /etc/inferops/gpu-health.json (written by the role); `region` and `instance_id` there, when set,
 replace the instance metadata's (a drill off EC2), and `aws_endpoint_url` points the AWS calls at another endpoint. It runs on the instance with the system
@@ -19,6 +20,7 @@ import argparse
 import json
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -51,16 +53,40 @@ XID_MEANING = {
 # "NVRM: Xid (PCI:0000:00:1e): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 XID_LINE = re.compile(r"NVRM: Xid \((?P<gpu>[^)]*)\): (?P<code>\d+)\b")
 SMI_QUERY = "index,pci.bus_id,ecc.errors.uncorrected.volatile.total,clocks_event_reasons.hw_thermal_slowdown"
+# DCGM's health-watch systems as `dcgmi health --check --json` names them, with the category each incident becomes;
+# memory and PCIe incidents are told apart further by DCGM's failure messages (dcgm_errors.h).
+DCGM_SYSTEMS = {
+    "pcie": "pcie",
+    "nvlink": "nvlink",
+    "memory": "memory",
+    "mem": "memory",
+    "sm": "sm",
+    "inforom": "inforom",
+    "thermal": "thermal",
+    "power": "power",
+    "driver": "driver",
+    "nvswitch": "nvswitch",
+    "pmu": "pmu",
+    "mcu": "mcu",
+}
+DCGM_GROUP_ID = re.compile(r"group ID of (\d+)")
+GRID_REASON = (
+    "{type} has a fractional NVIDIA GPU that only NVIDIA's GRID (vGPU) driver drives; this AMI carries the datacenter "
+    "driver, so the GPU never appears: run the fleet on whole-GPU types (g6 for L4, g6e for L40S), or bake an AMI with "
+    "the GRID driver"
+)
 
 
 @dataclass(frozen=True)
 class Event:
-    """One GPU error: kind is xid, dbe (double-bit ECC count rose), gpu_lost (a GPU left nvidia-smi) or thermal."""
+    """One GPU error: kind is xid, dbe (double-bit ECC count rose), gpu_lost (a GPU left nvidia-smi), thermal, or
+    dcgm_<category> (an incident of DCGM's health watches: nvlink, pcie_replay, row_remap_failure, ...)."""
 
     kind: str
     at: float
     gpu: str = ""
     code: int = 0
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +99,9 @@ class Policy:
     counted_kinds: frozenset
     count_threshold: int
     window_s: float
+    # DCGM incidents: categories that act at once when DCGM says Failure, and categories counted like counted Xids.
+    dcgm_immediate: frozenset = frozenset()
+    dcgm_counted: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -94,6 +123,9 @@ def policy_from_settings(settings: dict) -> Policy:
     overlap = set(settings["immediate_xids"]) & set(settings["counted_xids"])
     if overlap:
         raise ValueError(f"Xid codes {sorted(overlap)} are both immediate_xids and counted_xids: list each code once")
+    dcgm_overlap = set(settings.get("dcgm_immediate", [])) & set(settings.get("dcgm_counted", []))
+    if dcgm_overlap:
+        raise ValueError(f"DCGM categories {sorted(dcgm_overlap)} are both dcgm_immediate and dcgm_counted: list each once")
     return Policy(
         immediate_xids=frozenset(int(c) for c in settings["immediate_xids"]),
         counted_xids=frozenset(int(c) for c in settings["counted_xids"]),
@@ -101,6 +133,8 @@ def policy_from_settings(settings: dict) -> Policy:
         counted_kinds=frozenset(["thermal"] if settings.get("thermal_counts", True) else []),
         count_threshold=threshold,
         window_s=window_s,
+        dcgm_immediate=frozenset(settings.get("dcgm_immediate", [])),
+        dcgm_counted=frozenset(settings.get("dcgm_counted", [])),
     )
 
 
@@ -112,6 +146,8 @@ def parse_xid(line: str, at: float) -> Event | None:
 
 
 def describe(event: Event) -> str:
+    if event.kind.startswith("dcgm_"):
+        return f"DCGM {event.kind[5:]} on GPU {event.gpu}: {event.detail}"
     if event.kind == "xid":
         return f"Xid {event.code} on {event.gpu} ({XID_MEANING.get(event.code, 'see NVIDIA Xid catalogue')})"
     what = {"dbe": "double-bit ECC errors rose", "gpu_lost": "GPU no longer listed by nvidia-smi", "thermal": "hardware thermal slowdown"}
@@ -119,10 +155,15 @@ def describe(event: Event) -> str:
 
 
 def is_immediate(event: Event, policy: Policy) -> bool:
+    if event.kind.startswith("dcgm_"):
+        # code 2 is DCGM's Failure; a Warning of an immediate category only counts (it may clear).
+        return event.kind[5:] in policy.dcgm_immediate and event.code == 2
     return event.kind in policy.immediate_kinds or (event.kind == "xid" and event.code in policy.immediate_xids)
 
 
 def is_counted(event: Event, policy: Policy) -> bool:
+    if event.kind.startswith("dcgm_"):
+        return event.kind[5:] in policy.dcgm_counted or event.kind[5:] in policy.dcgm_immediate
     return event.kind in policy.counted_kinds or (event.kind == "xid" and event.code in policy.counted_xids)
 
 
@@ -164,11 +205,77 @@ def smi_events(previous: Sequence[GpuReading], current: Sequence[GpuReading], at
     return events
 
 
-def expected_gpus(instance_type: str, table: dict, describe_instance_type: Callable[[str], int | None]) -> tuple:
-    """(count, source) for the instance type: the AMI's table first, EC2 DescribeInstanceTypes for a type it lacks."""
+def dcgm_category(system: str, message: str) -> str:
+    """The category of one DCGM incident, from its health-watch system and DCGM's failure message."""
+    category = DCGM_SYSTEMS.get(system.strip().lower().replace(" ", ""), system.strip().lower() or "other")
+    text = message.lower()
+    if category == "pcie" and "replay" in text:
+        return "pcie_replay"
+    if category == "memory" and "remap" in text:
+        return "row_remap_pending" if "pending" in text else "row_remap_failure" if "fail" in text else "row_remap"
+    if category == "memory" and ("double" in text or "dbe" in text or "uncorrectable" in text):
+        return "dbe"
+    return category
+
+
+def parse_dcgm_health(text: str, at: float) -> list:
+    """Events of `dcgmi health --check --json`: per GPU ("GPU ID: <n>"), per system, each incident's message with
+    DCGM's health (code 1 Warning, 2 Failure). A healthy answer has no incident."""
+    health_code = {"warning": 1, "failure": 2, "fail": 2, "error": 2}
+    events: list = []
+
+    def walk(node, gpu: str, system: str, health: int) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("value"), str) and not node.get("children") and system and gpu:
+                value = node["value"].strip()
+                if value.lower() not in ("healthy", "pass", "ok", "") and value.lower() not in health_code:
+                    events.append(Event("dcgm_" + dcgm_category(system, value), at, gpu=gpu, code=health or 1, detail=value))
+                return
+            own = health_code.get(str(node.get("value", "")).strip().lower(), health)
+            for key, child in node.items():
+                if key == "value":
+                    continue
+                match = re.match(r"^GPU(?: ID)?:?\s*(\d+)$", key.strip(), re.I)
+                if match:
+                    walk(child, match.group(1), "", 0)
+                elif key.strip().lower() in health_code:
+                    walk(child, gpu, system, health_code[key.strip().lower()])
+                elif gpu and not system and key.strip().lower().replace(" ", "") in DCGM_SYSTEMS:
+                    walk(child, gpu, key, own if own else 0)
+                else:
+                    walk(child, gpu, system, own)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, gpu, system, health)
+
+    walk(json.loads(text), "", "", 0)
+    return events
+
+
+def dcgm_events_per_poll(events: Sequence[Event]) -> list:
+    """One event per GPU and category per poll (DCGM repeats an ongoing condition in each check)."""
+    seen, kept = set(), []
+    for event in events:
+        if (event.gpu, event.kind) not in seen:
+            seen.add((event.gpu, event.kind))
+            kept.append(event)
+    return kept
+
+
+def table_entry(value) -> tuple:
+    """(GPU count, driver flavour) of one entry of the AMI's table: {gpus, flavour} or, as older AMIs wrote it, a count."""
+    if isinstance(value, dict):
+        return int(value.get("gpus", 0)), str(value.get("flavour", "tesla"))
+    return int(value), "tesla"
+
+
+def expected_gpus(instance_type: str, table: dict, describe_instance_type: Callable[[str], tuple]) -> tuple:
+    """(count, flavour, source) for the instance type: the AMI's table first, EC2 DescribeInstanceTypes for a type it
+    lacks (a fractional GPU there means the GRID flavour)."""
     if instance_type in table:
-        return int(table[instance_type]), "the AMI's instance-type table"
-    return describe_instance_type(instance_type), "EC2 DescribeInstanceTypes"
+        return (*table_entry(table[instance_type]), "the AMI's instance-type table")
+    count, flavour = describe_instance_type(instance_type)
+    return count, flavour, "EC2 DescribeInstanceTypes"
 
 
 def should_mark_unhealthy(drained_at: float, now: float, running_tasks: int | None, replace_after_s: float) -> bool:
@@ -226,12 +333,15 @@ class Aws:
     def instance_id(self) -> str:
         return self.settings.get("instance_id") or imds(self.settings, "meta-data/instance-id")
 
-    def gpus_of_instance_type(self, instance_type: str) -> int | None:
+    def gpus_of_instance_type(self, instance_type: str) -> tuple:
+        """(whole GPUs, driver flavour): a GPU partition under 1 (g6f) needs the GRID flavour."""
         answer = self.client("ec2").describe_instance_types(InstanceTypes=[instance_type])
         types = answer.get("InstanceTypes", [])
         if not types:
-            return None
-        return sum(gpu.get("Count", 0) for gpu in types[0].get("GpuInfo", {}).get("Gpus", []))
+            return None, "tesla"
+        gpus = types[0].get("GpuInfo", {}).get("Gpus", [])
+        fractional = any(float(gpu.get("GpuPartitionSize", 1.0)) < 1.0 for gpu in gpus)
+        return sum(gpu.get("Count", 0) for gpu in gpus), "grid" if fractional else "tesla"
 
     def container_instance(self) -> tuple:
         """(cluster, container instance ARN) from the ECS agent's introspection API on this instance."""
@@ -263,6 +373,39 @@ def count_gpus(settings: dict) -> int:
     return len([line for line in result.stdout.splitlines() if line.strip()]) if result.returncode == 0 else 0
 
 
+def dcgmi(settings: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [settings["dcgmi"], *args, "--host", settings["dcgm_host"]], capture_output=True, text=True, timeout=30, check=False
+    )
+
+
+def dcgm_watch_group(settings: dict) -> str | None:
+    """A DCGM group of every GPU with every health watch set; None where DCGM is absent or does not answer."""
+    if not settings.get("dcgmi") or not shutil.which(settings["dcgmi"]):
+        return None
+    created = dcgmi(settings, "group", "-c", "inferops-gpu-health", "--default")
+    match = DCGM_GROUP_ID.search(created.stdout)
+    if created.returncode != 0 or not match:
+        log(f"watch: DCGM does not answer ({(created.stderr or created.stdout).strip()[:200]}); reading nvidia-smi instead")
+        return None
+    watches = dcgmi(settings, "health", "-g", match.group(1), "-s", settings.get("dcgm_watches", "a"))
+    if watches.returncode != 0:
+        log(f"watch: DCGM refused the health watches ({watches.stderr.strip()[:200]}); reading nvidia-smi instead")
+        return None
+    return match.group(1)
+
+
+def read_dcgm(settings: dict, group: str, at: float) -> list | None:
+    """The incidents of DCGM's health watches now; None when the check itself failed."""
+    result = dcgmi(settings, "health", "-g", group, "-c", "-j")
+    if result.returncode != 0:
+        return None
+    try:
+        return dcgm_events_per_poll(parse_dcgm_health(result.stdout, at))
+    except ValueError:
+        return None
+
+
 def read_gpus(settings: dict) -> list | None:
     """The GPUs nvidia-smi lists now; None when nvidia-smi itself failed (a lost GPU can make it fail outright)."""
     result = nvidia_smi(settings, f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits")
@@ -272,10 +415,13 @@ def read_gpus(settings: dict) -> list | None:
 def check_count(settings: dict, aws: Aws, instance_type: str) -> int:
     table = read_json(settings["instance_types_file"])
     try:
-        expected, source = expected_gpus(instance_type, table, aws.gpus_of_instance_type)
+        expected, flavour, source = expected_gpus(instance_type, table, aws.gpus_of_instance_type)
     except Exception as error:
         log(f"check-count: {instance_type} is not in the AMI's table and EC2 DescribeInstanceTypes failed ({error}); not checked")
         return 0
+    if flavour == "grid":
+        log(f"check-count: {GRID_REASON.format(type=instance_type)} ({source}); keeping the ECS agent from registering")
+        return refuse(settings, aws)
     if not expected:
         log(f"check-count: {instance_type} has no GPU according to {source}; nothing to check")
         return 0
@@ -291,6 +437,12 @@ def check_count(settings: dict, aws: Aws, instance_type: str) -> int:
         f"check-count: {instance_type} should have {expected} GPUs ({source}) but nvidia-smi sees {seen} after "
         f"{settings['count_wait_s']} s; keeping the ECS agent from registering"
     )
+    return refuse(settings, aws)
+
+
+def refuse(settings: dict, aws: Aws) -> int:
+    """The count check's failure: exit 1 (ecs.service requires the check) and, with drain_and_replace, mark the
+    instance Unhealthy for its Auto Scaling group to replace."""
     if settings["action"] == "drain_and_replace":
         try:
             log(f"check-count: marked {aws.mark_unhealthy()} Unhealthy in its Auto Scaling group, to be replaced")
@@ -361,8 +513,10 @@ def watch(settings: dict, aws: Aws) -> int:
     poll_s = float(settings["poll_interval_s"])
     history: deque = deque(maxlen=1000)
     responder = Responder(settings, aws)
-    previous = read_gpus(settings) or []
-    log(f"watch: watching {len(previous)} GPUs every {poll_s:g} s; policy {policy}")
+    dcgm_group = dcgm_watch_group(settings)
+    previous = [] if dcgm_group else read_gpus(settings) or []
+    source = f"DCGM's health watches (group {dcgm_group})" if dcgm_group else f"{len(previous)} GPUs in nvidia-smi"
+    log(f"watch: watching {source} every {poll_s:g} s; policy {policy}")
     next_poll = time.monotonic() + poll_s
     reason: str | None = None
     while not responder.done:
@@ -374,7 +528,16 @@ def watch(settings: dict, aws: Aws) -> int:
         except queue.Empty:
             pass
         now = time.monotonic()
-        if now >= next_poll:
+        if now >= next_poll and dcgm_group:
+            incidents = read_dcgm(settings, dcgm_group, now)
+            if incidents is None:
+                log("watch: the DCGM health check failed; keeping the previous answer")
+            for event in incidents or []:
+                history.append(event)
+                verb = "acts at once" if is_immediate(event, policy) else "counts" if is_counted(event, policy) else "is not counted"
+                log(f"watch: {describe(event)} {verb}")
+            next_poll = now + poll_s
+        elif now >= next_poll:
             current = read_gpus(settings)
             if current is None:
                 # Not an event by itself (nvidia-smi can time out on a busy host); a GPU off the bus also logs Xid 79.
