@@ -100,3 +100,24 @@ def _normalise(path: str) -> str:
         elif part not in ("", "."):
             parts.append(part)
     return "/".join(parts)
+
+
+def test_release_the_packer_template_needs_no_excluded_file():
+    """The shipped Packer template reads nothing the tarball leaves out (it named the checkout's ansible.cfg): the
+    build's collections path is an installed collection's own root, or the checkout's link when no MANIFEST.json
+    says it is installed."""
+    template = (REPO_ROOT / "packer" / "gpu_ami.pkr.hcl").read_text()
+    assert "ANSIBLE_CONFIG" not in template
+    assert "ANSIBLE_COLLECTIONS_PATH=${local.collections_path}" in template
+    assert re.search(r'collections_path = fileexists\("\$\{path\.root\}/\.\./MANIFEST\.json"\)', template)
+    ignored = [i.rstrip("/") for i in GALAXY["build_ignore"]]
+    shipped = set(_shipped())
+    for ups, rest in re.findall(r"\$\{path\.root\}/((?:\.\./)*)([\w./-]*)", template):
+        if len(ups) // 3 > 1:  # above the collection: an installed collection's collections root
+            continue
+        resolved = _normalise(f"packer/{ups}{rest}")
+        if resolved == ".build/collections":  # the checkout's link, the branch taken without MANIFEST.json
+            continue
+        assert not any(resolved == i or resolved.startswith(i + "/") for i in ignored), resolved
+        # MANIFEST.json is the one ansible-galaxy writes into the tarball; packer/manifest.json is Packer's output.
+        assert resolved in shipped | {"MANIFEST.json", "packer/manifest.json"}, resolved
