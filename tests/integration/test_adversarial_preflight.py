@@ -68,4 +68,7 @@ def test_adversarial_preflight_an_empty_account_id_fails(tmp_path: Path):
     finally:
         moto.stop()
     assert run.rc != 0
-    assert "aws_account_id" in run.result(PREFLIGHT_TASK)["msg"]
+    result = run.result(PREFLIGHT_TASK)
+    # the message counts the problems, `problems` lists them (each printed once)
+    assert result["msg"].startswith("preflight: 1 problem to fix")
+    assert [p for p in result["problems"] if p.startswith("aws_account_id")], result["problems"]
