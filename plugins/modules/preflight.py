@@ -10,8 +10,15 @@ module: preflight
 short_description: Name every problem of an inventory at once, before anything is written
 version_added: 0.1.0
 description:
-  - Reads the inventory's files and lists every value that still carries a placeholder marker (the example
-    account C(111111111111), example ids and names, C(REPLACE_) values), each with its variable and file.
+  - Reads the inventory's files (YAML and INI) and lists every value that still carries a placeholder marker (the
+    example account C(111111111111), example ids and names, C(REPLACE_) values), each with its variable and file; a
+    value the play sees that still carries one, from a source it cannot read (a script) or C(-e), is listed too.
+  - Never prints a value whose variable (or key) is named like a secret (C(PASSWORD), C(TOKEN), C(SECRET), C(KEY),
+    ...) - such values in O(values), O(settings) and O(agreements) are masked in all its output, its invocation
+    included, at any verbosity and with any callback.
+  - Refuses its own bad options before any check - a marker or setting pattern that is no regular expression, uses a
+    back-reference or repeats an ambiguous part (as C((a+)+)); a setting without name or fix. Each pattern gets at
+    most a second per value.
   - Checks the required settings it is given (missing or malformed), each reported with its fix, and that the
     settings which must hold one value (O(agreements), e.g. every name of the model host path) do.
   - Reads the caller identity (STS C(GetCallerIdentity)) and refuses credentials of another account than
@@ -60,7 +67,9 @@ options:
     elements: dict
     default: []
   account_id:
-    description: The account the inventory deploys to (C(aws_account_id)); the caller's account must equal it.
+    description:
+      - The account the inventory deploys to (C(aws_account_id)); the caller's account must equal it.
+      - Empty or not 12 digits is a problem (the account check could not run).
     type: str
     required: true
   simulate_iam:
@@ -244,6 +253,7 @@ security_group_rules:
       elements: dict
 """
 
+import copy  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
@@ -260,6 +270,7 @@ from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_inputs as _preflight_inputs  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_network as _preflight_network  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_resources as _preflight_resources  # noqa: E402
 
@@ -272,9 +283,17 @@ def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, obje
     documents = []
     for path in _preflight.inventory_files(sources):
         try:
-            documents.append((_preflight.shown_path(path, base_dir), yaml.load(path.read_text(), Loader=_InventoryLoader)))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # not YAML (an INI inventory, a script): Ansible reports what it cannot read
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            continue  # unreadable or binary: its values still reach the check through `values`
+        try:
+            document = yaml.load(text, Loader=_InventoryLoader)
+        except yaml.YAMLError:
+            document = None
+        if not isinstance(document, dict):  # an INI inventory (YAML reads some as a string, or fails on them)
+            document = _preflight_inputs.parse_ini_inventory(text)
+        if document is not None:  # neither (a script): its values reach the check through `values`
+            documents.append((_preflight.shown_path(path, base_dir), document))
     return documents
 
 
@@ -351,9 +370,13 @@ def main() -> None:
         ),
     )
     module = aws_module(argument_spec)
+    # Values under secret-looking names (a registry password, a token) never reach the output: masked wherever they
+    # appear, and replaced in the invocation (a value too short to mask included). The checks use the real ones.
+    module.no_log_values.update(_preflight_inputs.secret_values(module.params))
+    params = dict(copy.deepcopy(module.params), region=module.region or "")
+    module.params.update(_preflight_inputs.redacted(module.params))
     if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-    params = dict(module.params, region=module.region or "")
     if params["simulate_iam"] and params["iam_policy_doc"]:
         unreadable = {
             OSError: lambda e: {"msg": f"iam_policy_doc {params['iam_policy_doc']}: cannot read it ({e}); give the path of docs/iam.md"}
