@@ -262,23 +262,23 @@ def test_one_thermal_episode_counts_once_however_many_polls_it_lasts():
     history, verdict = run_polls([HEALTHY, *[hot] * 100, HEALTHY])
     assert [e.kind for e in history] == ["thermal"] and verdict is None
     # A failed read inside the episode neither ends it nor starts a new one.
-    history, _ = run_polls([HEALTHY, hot, hot, None, hot, hot, HEALTHY])
+    history, _verdict = run_polls([HEALTHY, hot, hot, None, hot, hot, HEALTHY])
     assert len(history) == 1
     # Three separate episodes within the window are three counted events: the threshold.
-    _, verdict = run_polls([HEALTHY, *([hot, hot, HEALTHY] * 3)])
+    _history, verdict = run_polls([HEALTHY, *([hot, hot, HEALTHY] * 3)])
     assert verdict and verdict.startswith("3 GPU errors within 600 s")
 
 
 def test_one_slowdown_reading_is_read_again_and_never_counts():
     hot = smi((GPU_A, 0, True), (GPU_B, 0, False))
-    history, _ = run_polls([HEALTHY, *([hot, HEALTHY] * 50)])
+    history, _verdict = run_polls([HEALTHY, *([hot, HEALTHY] * 50)])
     assert history == ()
 
 
 @pytest.mark.parametrize("bad_answer", [[], None], ids=["empty", "failed"])
 def test_an_empty_or_failed_nvidia_smi_answer_is_not_a_lost_gpu(bad_answer):
     # issue 28 (finding: one empty nvidia-smi answer read as every GPU lost, which acts at once).
-    watched, _ = gpu_health.poll_smi(gpu_health.Watched(), HEALTHY, 0.0)
+    watched, _events = gpu_health.poll_smi(gpu_health.Watched(), HEALTHY, 0.0)
     after, events = gpu_health.poll_smi(watched, bad_answer, 5.0)
     assert events == [] and after is watched  # not judged: nothing pending, nothing ended
     history, verdict = run_polls([HEALTHY, *[bad_answer] * 50, HEALTHY])
@@ -289,14 +289,14 @@ def test_a_gpu_missing_from_one_answer_is_read_again_and_missing_twice_is_lost()
     one = smi((GPU_A, 0, False))
     assert run_polls([HEALTHY, one, HEALTHY, one, HEALTHY]) == ((), None)
     assert run_polls([HEALTHY, one, None, HEALTHY]) == ((), None)  # a failed read is not the re-read
-    _, verdict = run_polls([HEALTHY, one, None, one])
+    _history, verdict = run_polls([HEALTHY, one, None, one])
     assert verdict == f"GPU no longer listed by nvidia-smi on GPU {GPU_B}"
 
 
 def test_a_double_bit_ecc_count_must_stay_up_on_the_re_read():
     blip = smi((GPU_A, 1, False), (GPU_B, 0, False))
     assert run_polls([HEALTHY, blip, HEALTHY]) == ((), None)
-    _, verdict = run_polls([HEALTHY, blip, blip])
+    _history, verdict = run_polls([HEALTHY, blip, blip])
     assert verdict == f"double-bit ECC errors rose on GPU {GPU_A}"
 
 
@@ -310,13 +310,13 @@ def test_one_ongoing_dcgm_incident_is_one_episode_and_a_failure_after_a_warning_
     nvlink = dcgm("NVLink", "Failure", "NvLink recovery errors")
     history, verdict = run_polls([[], *[nvlink] * 40], poll=gpu_health.poll_dcgm, policy=DCGM_POLICY)
     assert len(history) == 1 and verdict is None
-    _, verdict = run_polls([[], *([nvlink, nvlink, []] * 3)], poll=gpu_health.poll_dcgm, policy=DCGM_POLICY)
+    _history, verdict = run_polls([[], *([nvlink, nvlink, []] * 3)], poll=gpu_health.poll_dcgm, policy=DCGM_POLICY)
     assert verdict and verdict.startswith("3 GPU errors")
     warning = dcgm("Memory", "Warning", "row remapping failed")
     failure = dcgm("Memory", "Failure", "row remapping failed")
-    _, verdict = run_polls([[], warning, warning, failure, failure], poll=gpu_health.poll_dcgm, policy=DCGM_POLICY)
+    _history, verdict = run_polls([[], warning, warning, failure, failure], poll=gpu_health.poll_dcgm, policy=DCGM_POLICY)
     assert verdict and verdict.startswith("DCGM row_remap_failure on GPU 0")
-    _, verdict = run_polls([[], failure, None, None, []], poll=gpu_health.poll_dcgm, policy=DCGM_POLICY)
+    _history, verdict = run_polls([[], failure, None, None, []], poll=gpu_health.poll_dcgm, policy=DCGM_POLICY)
     assert verdict is None  # a Failure that the next good reading does not show again
 
 
@@ -388,7 +388,7 @@ def test_property_the_bounded_history_reaches_the_verdict_of_every_event(seed):
     policy = gpu_health.policy_from_settings({**SETTINGS, "count_threshold": rng.randint(2, 6), "window_s": rng.choice([30, 600])})
     codes = [13, 31, 43, 45, 63, 74, 94, 119] + ([79] if rng.random() < 0.3 else [])
     history, every, now = (), [], 0.0
-    for _ in range(rng.randint(0, 400)):
+    for _round in range(rng.randint(0, 400)):
         now += rng.expovariate(1 / rng.choice([0.01, 5, 60]))
         event = rng.choice([xid(rng.choice(codes), at=now), gpu_health.Event("thermal", now, gpu=GPU_A)])
         every.append(event)
@@ -427,7 +427,7 @@ def test_property_every_number_is_checked_for_type_and_range(key, seed):
             settings["window_s"] = 86400
         return gpu_health.check_settings(settings)[key]
 
-    for _ in range(50):
+    for _round in range(50):
         inside = rng.randint(math.ceil(lowest), int(highest)) if whole else rng.uniform(lowest, highest)
         assert checked(inside) == inside
         assert checked(str(inside)) == inside  # a variable given with -e arrives as a string
@@ -509,7 +509,7 @@ def test_every_entry_of_the_instance_type_table_is_checked(table, message):
 @pytest.mark.parametrize("seed", range(5))
 def test_property_gpu_counts_are_checked_for_type_and_range(seed):
     rng = random.Random(seed)
-    for _ in range(100):
+    for _round in range(100):
         inside = rng.randint(0, 64)
         assert gpu_health.check_instance_types({"p5.48xlarge": {"gpus": inside}})
         assert gpu_health.check_instance_types({"p5.48xlarge": inside})  # an older AMI's plain count

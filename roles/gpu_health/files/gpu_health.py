@@ -12,7 +12,8 @@
 Settings come from /etc/inferops/gpu-health.json (written by the role); `region` and `instance_id` there, when set,
 replace the instance metadata's (a drill off EC2), and `aws_endpoint_url` points the AWS calls at another endpoint.
 `gpu-health check-settings` checks a settings file (`-` for stdin) and `check-instance-types` the instance-type table,
-naming the bad value: the role runs both on the controller before it writes anything. It runs on the instance with the system python3 (3.9 on Amazon Linux 2023),
+naming the bad value: the role runs both on the controller before it writes anything.
+It runs on the instance with the system python3 (3.9 on Amazon Linux 2023),
 imports nothing from the collection, and imports boto3 only for an AWS call.
 
 What drains, and what does not (issue 28): a polled signal (a GPU missing from nvidia-smi, a risen double-bit ECC
