@@ -23,6 +23,32 @@ from tests.harness.images import local_rehearsal_base
 from tests.harness.moto import MotoServer
 
 CONTAINER = "inferops-bench-deploy-standby"
+# Actions that run on the controller only (no AnsiballZ payload, no interpreter on the host).
+CONTROLLER_ACTIONS = {
+    "set_fact",
+    "debug",
+    "assert",
+    "fail",
+    "include_tasks",
+    "include_role",
+    "include_vars",
+    "meta",
+    "validate_argument_spec",
+}
+
+
+def module_runs(run) -> dict[str, int]:
+    """Per task name, the module runs its results show: one per host result, or per loop item, that was not skipped."""
+    runs: dict[str, int] = {}
+    for task in run.tasks:
+        for result in task["hosts"].values():
+            if result.get("skipped") or str(result.get("action", "")).rsplit(".", 1)[-1] in CONTROLLER_ACTIONS:
+                continue
+            items = result.get("results")
+            count = sum(1 for item in items if not item.get("skipped")) if isinstance(items, list) else 1
+            if count:
+                runs[task["name"]] = runs.get(task["name"], 0) + count
+    return runs
 
 
 def main() -> int:
@@ -62,6 +88,10 @@ def main() -> int:
     print(f"noop_api_calls: {noop_calls}")
     print(f"noop_changed_tasks: {len(noop.changed_tasks)}")
     print(f"deprecation_warnings: {len(first.deprecations) + len(noop.deprecations)}")
+    runs = module_runs(noop)
+    print(f"noop_module_runs: {sum(runs.values())}")
+    for name, count in runs.items():
+        print(f"  {count} {name}", file=sys.stderr)
     return 0
 
 

@@ -29,6 +29,7 @@ headroom).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -66,8 +67,8 @@ TIMING = {
     "deploy_release_poll_s": 1,
     "deploy_release_timeout_s": 300,
 }
-# The first release's image and a second one (built elsewhere, pushed to the account's ECR repository).
-IMAGES = [f"{ACCOUNT_ID}.dkr.ecr.{{region}}.amazonaws.com/triton@sha256:{digit * 64}" for digit in ("1", "2")]
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 VIEW_MODE = {"INFEROPS_MODEL_VIEW": "task-definition", "TRITON_EXTRA_ARGS": "--disable-auto-complete-config"}
 # sync_models.yml's settings, from the example's own variables (nothing typed twice): the models file a team passes.
 MODELS_FILE = """\
@@ -123,6 +124,24 @@ def planned(task: str, check: PlaybookRun) -> bool:
         if task.startswith(prefix) and planner in check.changed_tasks:
             return any(says in str(result.get("msg", "")) for result in check.results(planner))
     return False
+
+
+def push_images(ecr: Any, repository: str, region: str) -> list[str]:
+    """The first release's image and a second one, as a team's CI pushes them to the account's ECR repository: image
+    indexes with a linux/amd64 entry (the example's fleet is x86_64), which deploy.yml's image_platforms check reads
+    from ECR as on AWS. Their layers are not pushed: the ECS scheduler stand-in runs the rehearsal's local image."""
+    images = []
+    for build in ("1", "2"):
+        platform_manifest = {
+            "mediaType": OCI_MANIFEST,
+            "digest": "sha256:" + hashlib.sha256(f"triton build {build}".encode()).hexdigest(),
+            "size": 1024,
+            "platform": {"architecture": "amd64", "os": "linux"},
+        }
+        index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [platform_manifest]})
+        pushed = ecr.put_image(repositoryName=repository, imageManifest=index, imageManifestMediaType=OCI_INDEX, imageTag=f"build-{build}")
+        images.append(f"{ACCOUNT_ID}.dkr.ecr.{region}.amazonaws.com/{repository}@{pushed['image']['imageId']['imageDigest']}")
+    return images
 
 
 class RegionalMoto:
@@ -301,7 +320,7 @@ class Rehearsal:
             env = profile_env(self.workdir, server, account)
             models_file = self.workdir / "models.yml"
             models_file.write_text(MODELS_FILE)
-            images = [image.format(region=account.region) for image in IMAGES]
+            images = push_images(moto.client("ecr"), account.ids["repository"].rsplit("/", 1)[-1], account.region)
             deploy_vars = {"deploy_build_image": False, "task_definition_image": images[0], **TIMING}
 
             def play(name: str, playbook: str, extra: dict | None = None, check: bool = False, args: tuple[str, ...] = ()) -> bool:
