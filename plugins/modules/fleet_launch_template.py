@@ -23,6 +23,8 @@ description:
   - O(spot=true) is the explicit opt-in to Spot, through the returned mixed instances policy (all Spot above
     O(on_demand_base_capacity)); the fleet's interruption handling is the ECS agent's Spot draining, which role
     C(fleet_capacity) turns on in the user data (C(ECS_ENABLE_SPOT_INSTANCE_DRAINING=true)).
+  - O(tags) are set on the template when it is created and converged on every later run (C(CreateTags)/C(DeleteTags));
+    with O(tags) omitted its tags are left alone.
   - Combinations that cannot work (Spot with a reservation or a block, several types with a block or with one
     reservation, two targets at once) fail before any write, each problem naming role C(fleet_capacity)'s variable and
     the fix.
@@ -100,10 +102,6 @@ options:
     description: With O(spot=true), the first instances that are On-Demand.
     type: int
     default: 0
-  tags:
-    description: Tags of the launch template; tags it has beside these stay.
-    type: dict
-    default: {}
 attributes:
   diff_mode:
     details:
@@ -112,6 +110,7 @@ extends_documentation_fragment:
   - inferops.triton_ecs.attributes.full
   - amazon.aws.common.modules
   - amazon.aws.region.modules
+  - amazon.aws.tags
   - amazon.aws.boto3
 """
 
@@ -225,7 +224,8 @@ def main() -> None:
             choices=["price-capacity-optimized", "capacity-optimized", "capacity-optimized-prioritized", "lowest-price"],
         ),
         on_demand_base_capacity=dict(type="int", default=0),
-        tags=dict(type="dict", default={}),
+        tags=dict(type="dict", aliases=["resource_tags"]),
+        purge_tags=dict(type="bool", default=True),
     )
     module = aws_module(argument_spec)
     result = converge(module, ["ec2"], ensure, f"launch template {module.params['name']}: AWS call failed")

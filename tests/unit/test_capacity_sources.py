@@ -325,3 +325,26 @@ def test_the_preflight_reads_the_reservation_and_counts_every_type():
             "us-east-1",
         )
     assert len(problems) == 1 and "does not fit one g5.xlarge" in problems[0] and "(fleet_capacity_instance_types)" in problems[0]
+
+
+def test_tags_converge_without_a_new_version():
+    ec2, stub = stubbed_ec2()
+    template = {
+        "LaunchTemplateId": "lt-0123456789abcdef0",
+        "DefaultVersionNumber": 3,
+        "LatestVersionNumber": 3,
+        "Tags": [{"Key": "team", "Value": "ml"}, {"Key": "by-hand", "Value": "x"}],
+    }
+    stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
+    stub.add_response("describe_launch_templates", {"LaunchTemplates": [template]}, {"LaunchTemplateNames": ["triton-gpu"]})
+    stub.add_response(
+        "describe_launch_template_versions",
+        {"LaunchTemplateVersions": [{"VersionNumber": 3, "LaunchTemplateData": WANTED}]},
+        {"LaunchTemplateId": "lt-0123456789abcdef0", "Versions": ["3"]},
+    )
+    stub.add_response("create_tags", {}, {"Resources": ["lt-0123456789abcdef0"], "Tags": [{"Key": "team", "Value": "inference"}]})
+    stub.add_response("delete_tags", {}, {"Resources": ["lt-0123456789abcdef0"], "Tags": [{"Key": "by-hand"}]})
+    with stub:
+        result = lt.ensure(ec2, {**PARAMS, "tags": {"team": "inference"}, "purge_tags": True}, False)
+    stub.assert_no_pending_responses()
+    assert result["actions"] == ["update_tags"] and result["default_version"] == 3

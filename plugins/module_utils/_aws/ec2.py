@@ -135,6 +135,10 @@ def create_tags(ec2: Any, resource_id: str, tags: dict[str, str]) -> None:
     ec2.create_tags(aws_retry=True, Resources=[resource_id], Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())])
 
 
+def delete_tags(ec2: Any, resource_id: str, keys: list[str]) -> None:
+    ec2.delete_tags(aws_retry=True, Resources=[resource_id], Tags=[{"Key": k} for k in sorted(keys)])
+
+
 def describe_capacity_reservation(ec2: Any, reservation_id: str) -> dict[str, Any] | None:
     """One On-Demand Capacity Reservation or Capacity Block (its type, instance type, zone, counts, state), or None."""
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils import _tags
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2 as _ec2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import placement
@@ -34,7 +35,7 @@ def input_problems(params: dict[str, Any]) -> list[str]:
     hop = int(params.get("metadata_hop_limit") or 0)
     if not 1 <= hop <= 64:
         problems.append(f"metadata_hop_limit is {hop}: 1-64 (fleet_capacity_imds_hop_limit; 2 lets containers reach IMDSv2)")
-    return problems + cs.setting_problems(cs.from_params(params))
+    return problems + _tags.key_errors(params.get("tags")) + cs.setting_problems(cs.from_params(params))
 
 
 def template_data(params: dict[str, Any]) -> dict[str, Any]:
@@ -98,12 +99,6 @@ def differing_keys(current: dict[str, Any] | None, wanted: dict[str, Any]) -> li
     return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
 
-def missing_tags(current: list[dict[str, str]] | None, wanted: dict[str, Any]) -> dict[str, str]:
-    """Tags to write: those absent or different (tags set elsewhere stay)."""
-    have = {t["Key"]: t["Value"] for t in current or []}
-    return {str(k): str(v) for k, v in (wanted or {}).items() if have.get(str(k)) != str(v)}
-
-
 def capacity_summary(params: dict[str, Any], described: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
     """What the placement check and the docs need to know of the fleet's capacity: its kind, the types, the smallest
     (which decides what one new instance holds) and its resources, the GPU shape."""
@@ -139,7 +134,7 @@ def ensure(ec2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
 
     name = params["name"]
     wanted = template_data(params)
-    tags = {str(k): str(v) for k, v in (params.get("tags") or {}).items()}
+    tags = _tags.as_strings(params.get("tags"))
     description = f"fleet_capacity: {s.kind}, {', '.join(s.instance_types)}"
     template = _ec2.describe_launch_template(ec2, name)
     actions: list[str] = []
@@ -148,7 +143,7 @@ def ensure(ec2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         actions.append(f"create launch template {name}")
         template_id, default_version, latest_version = "", 1, 1
         if not check_mode:
-            created = _ec2.create_launch_template(ec2, name, wanted, tags, description)
+            created = _ec2.create_launch_template(ec2, name, wanted, tags or {}, description)
             template_id = created["LaunchTemplateId"]
     else:
         template_id = template["LaunchTemplateId"]
@@ -165,11 +160,15 @@ def ensure(ec2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
                 latest_version = int(made["VersionNumber"])
                 _ec2.set_default_launch_template_version(ec2, template_id, str(latest_version))
             default_version = latest_version
-        to_tag = missing_tags(template.get("Tags"), tags)
-        if to_tag:
-            actions.append(f"tag {', '.join(sorted(to_tag))}")
+        current_tags = {t["Key"]: t["Value"] for t in template.get("Tags") or []}
+        tag_plan = _tags.plan(current_tags, tags, bool(params.get("purge_tags", True)))
+        if tag_plan.changed:
+            actions.append("update_tags")
             if not check_mode:
-                _ec2.create_tags(ec2, template_id, to_tag)
+                if tag_plan.to_set:
+                    _ec2.create_tags(ec2, template_id, tag_plan.to_set)
+                if tag_plan.to_remove:
+                    _ec2.delete_tags(ec2, template_id, tag_plan.to_remove)
 
     spec = {"LaunchTemplateName": name, "Version": str(default_version)}
     return {
