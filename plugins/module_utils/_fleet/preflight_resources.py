@@ -4,7 +4,8 @@
 region (VPC, subnets, security groups, load balancer, certificates, AMI, SNS topics, model bucket, ECR repository),
 and one task fits one instance of each of the fleet's instance types (GPUs, CPU, the memory ECS reserves;
 DescribeInstanceTypes), the types are of one GPU shape, and a targeted capacity reservation or Capacity Block holds
-them (DescribeCapacityReservations; `capacity_sources.py`). Kept apart from preflight.py's inventory checks; each problem names the variable, its value and the fix."""
+them (DescribeCapacityReservations; `capacity_sources.py`). Kept apart from preflight.py's inventory checks; each
+problem names the variable, its value and the fix."""
 
 from __future__ import annotations
 
