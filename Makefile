@@ -21,6 +21,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint
+	scripts/release_check.sh
 	@for p in deploy.yml playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventories/local $$p >/dev/null || exit 1; done
 	@for p in deploy.yml playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventories/example $$p >/dev/null || exit 1; done
 

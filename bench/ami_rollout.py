@@ -79,7 +79,7 @@ def main() -> int:
         triton = TritonServer(workdir / "repo", workdir, models=("simple",)).start()
         try:
             good, good_calls, good_s = rollout(workdir, triton, broken=False)
-            bad, bad_calls, _ = rollout(workdir, triton, broken=True)
+            bad, bad_calls, _bad_s = rollout(workdir, triton, broken=True)
         finally:
             triton.stop()
     if good["outcome"] != "rolled_out" or bad["outcome"] != "reverted":

@@ -7,8 +7,9 @@ Prints, one per line as `name: value`:
                              idempotence, verify, destroy
   gpu_health_detect_seconds  from an injected Xid 79 (GPU fallen off the bus) to the container instance DRAINING
                              in moto (target <= 30)
-  false_drains               single transient errors (Xid 13, 31, 43, one 94, one 63, one thermal reading) that
-                             drained the container instance (target 0)
+  false_drains               single transient errors (Xid 13, 31, 43, one 94, one 63, one thermal reading) and
+                             faulty readings (one thermal episode held for six polls, empty nvidia-smi answers, a
+                             hung nvidia-smi) that drained the container instance (target 0)
   dcgm_health_detect_seconds from a failed row remap in DCGM's health check to the container instance DRAINING
                              (target <= 30)
   dcgm_false_drains          DCGM incidents that clear within one poll (a PCIe replay burst, one NVLink warning, a

@@ -11,6 +11,11 @@ locals {
   instance_type          = var.instance_type != "" ? var.instance_type : lookup({ x86_64 = "g4dn.xlarge", arm64 = "g5g.xlarge" }, var.architecture, "")
   package_architecture   = lookup({ x86_64 = "x86_64", arm64 = "aarch64" }, var.architecture, "")
 
+  # Where the build's playbook finds inferops.triton_ecs: in an installed collection (its MANIFEST.json next to
+  # packer/) the collections root it is installed under; in a checkout the link `make setup` makes in .build/.
+  # Set here rather than through the checkout's ansible.cfg, which the collection tarball does not ship.
+  collections_path = fileexists("${path.root}/../MANIFEST.json") ? abspath("${path.root}/../../../..") : abspath("${path.root}/../.build/collections")
+
   # Every pin, passed to the playbook and written into the tags from this one map, so they cannot drift apart.
   pins = {
     nvidia_driver_version            = var.nvidia_driver_version
@@ -133,8 +138,9 @@ build {
     user          = var.ssh_username
     use_proxy     = false
     ansible_env_vars = [
-      "ANSIBLE_CONFIG=${path.root}/../ansible.cfg",
+      "ANSIBLE_COLLECTIONS_PATH=${local.collections_path}",
       "ANSIBLE_HOST_KEY_CHECKING=False",
+      "ANSIBLE_PIPELINING=True",
     ]
     extra_arguments = ["--extra-vars", jsonencode(local.ansible_extra_vars)]
   }

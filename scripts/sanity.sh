@@ -7,6 +7,15 @@ cd "$(dirname "$0")/.."
 
 sanity_venv=$PWD/.build/sanity-venv
 core_pin=$(grep -E '^ansible-core==' requirements.txt)
+# The collection claims the ansible-core that every test runs on (meta/runtime.yml): sanity, unit, integration and
+# molecule all run on the pinned core, so the claimed minimum is the pinned core's minor version.
+claimed=$(grep -oP '^requires_ansible: "?>=\K[0-9]+\.[0-9]+' meta/runtime.yml)
+pinned=$(grep -oP '^ansible-core==\K[0-9]+\.[0-9]+' requirements.txt)
+if [ "$claimed" != "$pinned" ]; then
+  echo "meta/runtime.yml claims ansible-core >= $claimed but the tests run on $pinned only (requirements.txt):" \
+    "claim >=$pinned.0, or run sanity and the tests on $claimed too" >&2
+  exit 1
+fi
 if [ "$(cat "$sanity_venv/.pin" 2>/dev/null)" != "$core_pin" ]; then
   rm -rf "$sanity_venv"
   "${PYTHON:-python3}" -m venv "$sanity_venv"

@@ -168,7 +168,8 @@ extends_documentation_fragment:
   - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
-  - "The playbook C(playbooks/roll_ami.yml) runs this module: C(ansible-playbook playbooks/roll_ami.yml -i inventories/<env>); see docs/ami.md, Rolling out a new AMI."
+  - "The playbook C(playbooks/roll_ami.yml) runs this module: C(ansible-playbook playbooks/roll_ami.yml -i inventories/<env>)."
+  - See docs/ami.md, Rolling out a new AMI.
   - Running it again once the group runs the AMI everywhere changes nothing; a run interrupted during the refresh resumes watching it.
 """
 

@@ -148,6 +148,168 @@ options:
         description: After scaling down, wait (up to O(drain.timeout_s)) until no target of the old colour is C(draining).
         type: bool
         default: false
+  grpc:
+    description:
+      - The gRPC route of the application - Triton's gRPC port behind the same ALB, a second pair of target groups
+        (protocol version GRPC, health check on Triton's gRPC readiness) forwarded by an HTTPS listener or rule.
+        Its weights move in the same steps as the HTTP route's (one write after the other); its test listener is
+        pointed at the standby with the HTTP one; the gates also run over gRPC on its test route (C(tritonclient.grpc) -
+        server live and ready, O(gates.expected_models) ready, the O(gates.smoke) inference; over TLS unless
+        O(grpc.test_route_tls=false)); the standby is up when its targets are healthy in both target groups; the
+        canary verdict sums both target groups of a colour. The drain needs nothing more (Triton's metrics count both
+        protocols).
+      - The gRPC gates need C(tritonclient[grpc]) on the controller; without it a gRPC test route is refused before any write.
+      - An NLB has no weighted forward (one target group per listener), so a gRPC route on an NLB is a swap, not steps; see
+        docs/cutover.md, "gRPC".
+    type: dict
+    suboptions:
+      target_groups:
+        description: The gRPC target group ARN of each colour, keys V(blue) and V(green).
+        type: dict
+        required: true
+      listener_arn:
+        description: The HTTPS listener of the gRPC route (one forward action to both gRPC target groups).
+        type: str
+      listener_rule_arn:
+        description: Or a rule of a listener (for example a C(content-type) C(application/grpc) header condition).
+        type: str
+      test_listener_arn:
+        description: Optional gRPC test listener, pointed 100% at the standby colour before the gates.
+        type: str
+      test_route_url:
+        description: C(host:port) of the gRPC test route (the gates call it over gRPC).
+        type: str
+      test_route_urls:
+        description: C(host:port) of each colour's gRPC route (keys V(blue) and V(green)).
+        type: dict
+      test_route_tls:
+        description:
+          - Call the gRPC test route over TLS. An ALB forwards gRPC on HTTPS listeners only, so this stays V(true)
+            against an ALB; V(false) for a plaintext route (a proxy in the VPC, or a test stand-in).
+        type: bool
+        default: true
+      test_route_server_name:
+        description:
+          - The name the test listener's certificate is checked against, when the route's host is not a name the
+            certificate holds (the ALB's DNS name, while the certificate names the service).
+        type: str
+      test_route_ca_file:
+        description: PEM file of the root certificates that sign the test listener's certificate (a private CA); default the system's.
+        type: path
+  canary:
+    description:
+      - The relative canary verdict of every traffic step. During each bake the standby colour is compared with the live
+        colour over the same window, from CloudWatch - each colour's target groups' C(RequestCount),
+        C(HTTPCode_Target_5XX_Count) and C(TargetResponseTime) p99 (AWS/ApplicationELB), and Triton's inference
+        successes, failures, queue and compute times that the metrics sidecar publishes with a C(Color) dimension.
+      - A step fails, and the cutover rolls back as on an alarm, when the standby's target 5xx ratio or Triton inference
+        failure ratio exceeds the live colour's by more than O(canary.max_error_ratio_increase), or its p99 or mean
+        queue + compute time exceeds the live colour's times O(canary.max_latency_ratio) (and by more than
+        O(canary.latency_slack_ms)).
+      - No verdict before the standby served O(canary.min_requests) requests in the window - the step waits past its
+        bake for them, up to O(canary.max_wait_s), then rolls back (or passes with O(canary.on_insufficient_data=pass)).
+        A quiet standby never passes by silence.
+      - The verdicts, their figures and windows are returned in RV(canary). See docs/cutover.md, "Canary verdict".
+    type: dict
+    default: {}
+    suboptions:
+      enabled:
+        description: Judge every traffic step. Off, only the alarms and the gates are watched.
+        type: bool
+        default: false
+      min_requests:
+        description: Requests the standby serves in the window before any verdict (0 judges at once).
+        type: int
+        default: 50
+      max_wait_s:
+        description: Seconds a step waits past its bake for O(canary.min_requests) before O(canary.on_insufficient_data) applies.
+        type: int
+        default: 600
+      on_insufficient_data:
+        description: What a step does when O(canary.max_wait_s) passed without a verdict - V(rollback) or V(pass).
+        type: str
+        choices: [rollback, pass]
+        default: rollback
+      max_error_ratio_increase:
+        description: How much higher (absolute, 0.01 is one percentage point) the standby's error ratios may be than the live colour's.
+        type: float
+        default: 0.01
+      max_latency_ratio:
+        description: How many times the live colour's p99 (and mean Triton queue + compute time) the standby's may be.
+        type: float
+        default: 1.5
+      latency_slack_ms:
+        description: A latency difference below this many milliseconds never fails a step (two fast colours are not told apart by noise).
+        type: float
+        default: 25
+      statistical_test:
+        description:
+          - V(fisher) also requires the standby's excess errors to be significant - a one-sided Fisher exact test on
+            its errors against the live colour's, below O(canary.significance). V(none) judges the ratios alone.
+        type: str
+        choices: [none, fisher]
+        default: none
+      significance:
+        description: The p-value below which O(canary.statistical_test=fisher) calls the excess significant.
+        type: float
+        default: 0.05
+      baseline_lookback_s:
+        description:
+          - When the live colour served fewer than O(canary.min_requests) in the step's window (at the 100 % step it
+            serves nothing), its baseline reaches back this many seconds before the step.
+        type: int
+        default: 600
+      period_s:
+        description: The period of the CloudWatch figures (the load balancer publishes per minute).
+        type: int
+        default: 60
+      triton_namespace:
+        description: Namespace of the metrics sidecar's Triton metrics.
+        type: str
+        default: Triton
+      triton_dimensions:
+        description:
+          - The dimensions the sidecar puts on Triton's metrics besides C(Color) (deploy.yml passes
+            C(deploy_metrics_sidecar_dimensions)). Empty leaves Triton's figures out of the verdict.
+        type: dict
+        default: {}
+  hooks:
+    description:
+      - User hooks at the cutover's phase boundaries - a Lambda function invoked synchronously with the cutover's
+        context (application, stage, colours, weights, task definition, target groups, step, canary verdict, rollback
+        reason). It answers with C(hookStatus) V(SUCCEEDED), V(FAILED) or V(IN_PROGRESS) (asked again every
+        C(retry_interval_s) until C(timeout_s)), as ECS native deployments' lifecycle hooks do.
+      - A hook that fails, raises, answers anything else or times out rolls the cutover back; an C(after_rollback)
+        hook's failure is only reported. A hook may run again when an interrupted cutover is resumed.
+      - The functions are looked up (C(lambda:GetFunction)) before the first write; check mode lists the hooks the
+        plan would invoke in RV(hooks_planned).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      stage:
+        description:
+          - V(standby_healthy) (every standby target healthy, before production traffic), V(before_traffic) (the
+            gates passed), V(after_step) (each step's bake and verdict passed), V(after_cutover) (100 % on the new
+            colour, before the drain), V(after_rollback).
+        type: str
+        required: true
+        choices: [standby_healthy, before_traffic, after_step, after_cutover, after_rollback]
+      lambda_arn:
+        description: ARN of the Lambda function.
+        type: str
+        required: true
+      name:
+        description: Name shown in the timeline (default the function's name).
+        type: str
+      timeout_s:
+        description: Seconds the hook may take, IN_PROGRESS answers included.
+        type: int
+        default: 300
+      retry_interval_s:
+        description: Seconds between invocations while the hook answers IN_PROGRESS.
+        type: int
+        default: 10
   old_color:
     description: After the cutover, V(scale_down) the old colour to 0 tasks (after O(termination_wait_s)) or V(keep) it at full size.
     type: str
@@ -350,6 +512,25 @@ drain_watch:
     source: ecs_tasks
     urls: ["http://10.0.1.23:8002/metrics", "http://10.0.2.41:8002/metrics"]
     not_watched: []
+canary:
+  description:
+    - With O(canary.enabled) - C(verdict) (V(pass), V(fail), V(insufficient_data_pass) when a step passed without
+      a verdict, V(none)), the C(options) used and C(steps), one entry per judged traffic step - C(step),
+      C(outcome) (V(pass), V(fail), V(insufficient_data), V(insufficient_data_pass)), C(verdict), C(reasons),
+      C(checks) (each check's standby and live value and limit, the p-value with the test),
+      C(standby) and C(live) figures with their C(window), and C(waited_beyond_bake_s). C({enabled - false}) otherwise.
+  returned: always
+  type: dict
+hooks:
+  description: Each hook invoked - C(stage), C(name), C(lambda_arn), C(step), C(invocations), C(outcome), C(seconds).
+  returned: always
+  type: list
+  elements: dict
+hooks_planned:
+  description: The hook invocations the plan makes, in order (in check mode, what a real run would invoke).
+  returned: always
+  type: list
+  elements: str
 told_waits_s:
   description: Seconds spent in the waits the caller asked for (bake, termination wait, drain quiet periods).
   returned: always
@@ -408,6 +589,55 @@ def main() -> None:
                 metrics_urls=dict(type="dict"),
                 metrics_port=dict(type="int", default=8002),
                 wait_deregistration=dict(type="bool", default=False),
+            ),
+        ),
+        grpc=dict(
+            type="dict",
+            options=dict(
+                target_groups=dict(type="dict", required=True),
+                listener_arn=dict(type="str"),
+                listener_rule_arn=dict(type="str"),
+                test_listener_arn=dict(type="str"),
+                test_route_url=dict(type="str"),
+                test_route_urls=dict(type="dict"),
+                test_route_tls=dict(type="bool", default=True),
+                test_route_server_name=dict(type="str"),
+                test_route_ca_file=dict(type="path"),
+            ),
+        ),
+        canary=dict(
+            type="dict",
+            default={},
+            options=dict(
+                enabled=dict(type="bool", default=False),
+                min_requests=dict(type="int", default=50),
+                max_wait_s=dict(seconds, default=600),
+                on_insufficient_data=dict(type="str", choices=["rollback", "pass"], default="rollback"),
+                max_error_ratio_increase=dict(type="float", default=0.01),
+                max_latency_ratio=dict(type="float", default=1.5),
+                latency_slack_ms=dict(type="float", default=25),
+                statistical_test=dict(type="str", choices=["none", "fisher"], default="none"),
+                significance=dict(type="float", default=0.05),
+                baseline_lookback_s=dict(seconds, default=600),
+                period_s=dict(seconds, default=60),
+                triton_namespace=dict(type="str", default="Triton"),
+                triton_dimensions=dict(type="dict", default={}),
+            ),
+        ),
+        hooks=dict(
+            type="list",
+            elements="dict",
+            default=[],
+            options=dict(
+                stage=dict(
+                    type="str",
+                    required=True,
+                    choices=["standby_healthy", "before_traffic", "after_step", "after_cutover", "after_rollback"],
+                ),
+                lambda_arn=dict(type="str", required=True),
+                name=dict(type="str"),
+                timeout_s=dict(seconds, default=300),
+                retry_interval_s=dict(seconds, default=10),
             ),
         ),
         old_color=dict(type="str", choices=["scale_down", "keep"], default="scale_down"),

@@ -38,7 +38,11 @@ options:
     type: int
     required: true
   max_capacity:
-    description: Most tasks the live colour may run. Size the Auto Scaling group for twice this (both colours during a cutover).
+    description:
+      - Most tasks the live colour may run (at most 5000, ECS's tasks per service). Size the Auto Scaling group for twice
+        this (both colours during a cutover).
+      - Below what the live colour runs now (its desired or running count) it is refused before any write -
+        Application Auto Scaling would scale production in to it at once; scale the service in first.
     type: int
     required: true
   target_tracking:
@@ -67,15 +71,17 @@ options:
         default: task
         choices: [task, request, none]
       target:
-        description: The value target tracking holds the metric at (per O(target_tracking.per)); above 0.
+        description:
+          - The value target tracking holds the metric at (per O(target_tracking.per)); a finite number above 0 in
+            Application Auto Scaling's range (NaN and infinities are refused).
         type: float
         default: 600
       scale_out_cooldown_s:
-        description: Seconds after a scale-out before another.
+        description: Seconds after a scale-out before another (0 to 86400).
         type: int
         default: 60
       scale_in_cooldown_s:
-        description: Seconds after a scale-in before another.
+        description: Seconds after a scale-in before another (0 to 86400).
         type: int
         default: 300
   step_scaling:
@@ -97,11 +103,13 @@ options:
         default: Average
         choices: [Average, Sum, Maximum, Minimum, SampleCount]
       scale_out_threshold:
-        description: Add O(step_scaling.scale_out_step) tasks when the metric is above this (C(nv_gpu_utilization) is 0-1).
+        description:
+          - Add O(step_scaling.scale_out_step) tasks when the metric is above this (C(nv_gpu_utilization) is 0-1); a
+            finite number.
         type: float
         default: 0.85
       scale_out_periods:
-        description: Periods the metric must stay above the threshold.
+        description: Periods the metric must stay above the threshold (times O(step_scaling.period_s), at most a day).
         type: int
         default: 5
       scale_in_threshold:
@@ -109,7 +117,7 @@ options:
         type: float
         default: 0.4
       scale_in_periods:
-        description: Periods the metric must stay below the threshold.
+        description: Periods the metric must stay below the threshold (times O(step_scaling.period_s), at most a day).
         type: int
         default: 15
       period_s:
@@ -117,15 +125,15 @@ options:
         type: int
         default: 60
       scale_out_step:
-        description: Tasks added at each scale-out.
+        description: Tasks added at each scale-out; 1 to O(max_capacity) - O(min_capacity).
         type: int
         default: 1
       scale_in_step:
-        description: Tasks removed at each scale-in.
+        description: Tasks removed at each scale-in; 1 to O(max_capacity) - O(min_capacity).
         type: int
         default: 1
       cooldown_s:
-        description: Seconds after a step before the next.
+        description: Seconds after a step before the next (0 to 86400).
         type: int
         default: 300
   metrics:
@@ -234,12 +242,12 @@ def live_color(elbv2, params) -> str:
     return bg.live_color(listener_actions.read_percent_weights(actions, params["target_groups"]))
 
 
-def desired_count(ecs, params, color: str) -> int:
+def live_service(ecs, params, color: str) -> dict:
     name = f"{params['name']}-{color}"
     found = [s for s in ecs_svc.describe_services(ecs, params["cluster"], [name]) if s.get("status") == "ACTIVE"]
     if not found:
         raise InputError(f"service {name} does not exist in cluster {params['cluster']}: create it first (role fleet_services)")
-    return int(found[0].get("desiredCount", 0))
+    return found[0]
 
 
 def main() -> None:
@@ -306,7 +314,8 @@ def main() -> None:
     ecs = client(module, "ecs")
     with module_errors(module, f"autoscaling of {module.params['name']}: AWS call failed"):
         live = live_color(elbv2, module.params)
-        if desired_count(ecs, module.params, live) == 0:
+        service = live_service(ecs, module.params, live)
+        if int(service.get("desiredCount", 0)) == 0:
             # nothing serves yet (the first cutover is still to come): a target now would scale an ungated revision up
             module.exit_json(
                 changed=False,
@@ -319,6 +328,9 @@ def main() -> None:
                     f"{module.params['name']}-{live} runs no tasks yet: the scalable target is registered once a cutover has made a colour live"
                 ),
             )
+        capacity_errors = scaling.live_capacity_errors(module.params, service)
+        if capacity_errors:  # before any write: a lower max would cut production's tasks at once
+            module.fail_json(msg="; ".join(capacity_errors), errors=capacity_errors)
         result = scaling.ensure(aas, cloudwatch, module.params, live, module.params["metrics"]["published"], module.check_mode)
     module.exit_json(**result)
 

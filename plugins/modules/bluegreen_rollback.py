@@ -19,6 +19,8 @@ description:
   - Takes the cutover lock, by default even from a cutover in progress (O(break_lock)); that cutover stops at its
     next write. The state is read again once the lock is held, and the colour that takes the traffic must run
     tasks with every target healthy, or nothing is written.
+  - An application with a gRPC route has its gRPC production forward moved to the same weights right after the HTTP
+    one, in a second call (C(set gRPC weights) in RV(actions)).
   - Without a recorded cutover, traffic goes to the other colour when one colour has all of it and the other still
     runs; split traffic without a record is refused.
 author:
@@ -29,6 +31,15 @@ options:
     type: str
   listener_rule_arn:
     description: Production listener rule, when the weights live in a rule.
+    type: str
+  grpc_listener_arn:
+    description:
+      - The gRPC production listener, when the application has a gRPC route (its services are also in target groups of
+        protocol version GRPC) and the listener cannot be told from the target groups. Without it, the one listener or
+        rule forwarding to both gRPC target groups (at the HTTP production's weights, when several do) is moved.
+    type: str
+  grpc_listener_rule_arn:
+    description: The gRPC production listener rule, as O(grpc_listener_arn).
     type: str
   new_color:
     description: V(scale_down) the colour traffic leaves to 0 tasks once the weights are back, or V(keep) it running (to investigate).
@@ -101,7 +112,7 @@ production_arn:
   returned: always
   type: str
 target_groups:
-  description: Target group ARN of each colour, read from the services.
+  description: HTTP target group ARN of each colour, read from the services.
   returned: always
   type: dict
 record:
@@ -117,8 +128,13 @@ desired_counts:
   description: Each colour's desired count at the end.
   returned: always
   type: dict
+grpc:
+  description: The gRPC route, when the application has one - C(production_arn), C(target_groups) and C(weights) at the end; V({}) otherwise.
+  returned: always
+  type: dict
+  sample: {}
 weights_restore_seconds:
-  description: Seconds the weight write took.
+  description: Seconds the HTTP weight write took.
   returned: always
   type: float
 wall_s:
@@ -142,11 +158,13 @@ def main() -> None:
             name=dict(type="str", required=True),
             listener_arn=dict(type="str"),
             listener_rule_arn=dict(type="str"),
+            grpc_listener_arn=dict(type="str"),
+            grpc_listener_rule_arn=dict(type="str"),
             new_color=dict(type="str", choices=["scale_down", "keep"], default="scale_down"),
             break_lock=dict(type="bool", default=True),
             lock_ttl_s=dict(type="int", default=600),
         ),
-        mutually_exclusive=[("listener_arn", "listener_rule_arn")],
+        mutually_exclusive=[("listener_arn", "listener_rule_arn"), ("grpc_listener_arn", "grpc_listener_rule_arn")],
     )
     params = module.params
     if not 60 <= params["lock_ttl_s"] <= 86400:

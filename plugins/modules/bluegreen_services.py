@@ -55,6 +55,30 @@ options:
     description: Its port (Triton HTTP).
     type: int
     default: 8000
+  grpc:
+    description:
+      - The gRPC target groups (protocol version GRPC, role fleet_load_balancing) each colour's tasks also register in,
+        on Triton's gRPC port. V({}) for none. Attaching them to an existing service is a load balancer change
+        (O(settings_update)).
+    type: dict
+    default: {}
+    suboptions:
+      target_groups:
+        description: The gRPC target group ARN of each colour.
+        type: dict
+        suboptions:
+          blue:
+            description: gRPC target group of the blue service.
+            type: str
+            required: true
+          green:
+            description: gRPC target group of the green service.
+            type: str
+            required: true
+      container_port:
+        description: Triton's gRPC port in the container.
+        type: int
+        default: 8001
   subnets:
     description: Subnets of the tasks (awsvpc).
     type: list
@@ -213,6 +237,14 @@ def main() -> None:
         target_groups=TARGET_GROUPS_OPTION,
         container_name=dict(type="str", default="triton"),
         container_port=dict(type="int", default=8000),
+        grpc=dict(
+            type="dict",
+            default={},
+            options=dict(
+                target_groups=dict(type="dict", options=dict(blue=dict(type="str", required=True), green=dict(type="str", required=True))),
+                container_port=dict(type="int", default=8001),
+            ),
+        ),
         subnets=dict(type="list", elements="str", required=True),
         security_groups=dict(type="list", elements="str", required=True),
         assign_public_ip=dict(type="bool", default=False),

@@ -11,8 +11,16 @@ short_description: Several IAM roles with their policies, tags and instance prof
 version_added: 0.1.0
 description:
   - Creates each role of O(roles) when missing and converges, on every run, its trust policy, description,
-    permissions boundary, managed policies (exactly the list given; others are detached), the named inline policies,
-    its tags and, with O(roles[].instance_profile), an instance profile of the same name and path holding it.
+    permissions boundary (when O(permissions_boundary) is given), managed policies (exactly the list given; others are
+    detached), the named inline policies, its tags and, with O(roles[].instance_profile), an instance profile of the
+    same name and path holding it.
+  - A role the module creates carries the tag C(inferops:managed-by=inferops.triton_ecs.iam_roles). A role of the same
+    name without it belongs to someone else and is not changed at all - the run fails before any write, naming the
+    writes that taking it over would make - unless O(roles[].adopt) is set.
+  - Refused before any call, each naming the statement and the fix - a trust policy that lets anyone in (a
+    C(Principal) of C(*), C(NotPrincipal)) or any action (a wildcard C(Action), C(NotAction)); an admin-like AWS
+    managed policy (C(AdministratorAccess*), C(PowerUserAccess), C(IAMFullAccess), C(job-function/SystemAdministrator));
+    an inline policy allowing C(*), C(iam:*) or C(NotAction) on every resource.
   - Policy documents are compared as amazon.aws compares them (key order, a single value as a string or a list are
     no drift); a second run with the same input makes no write.
   - Inline policies not named in O(roles[].inline_policies) are left alone (another tool may own them); an instance
@@ -54,14 +62,25 @@ options:
         description: Also an instance profile of the role's name and O(path) holding the role (created when missing).
         type: bool
         default: false
+      adopt:
+        description:
+          - Take over an existing role of this name that this collection did not create (no ownership tag) - its trust
+            policy, managed policies, description, boundary and tags are converged, and it is tagged as the
+            collection's. Without it such a role is left alone and the run fails, naming the writes adopting it
+            would make.
+          - Not needed for a role the module created; set it once, after reading what the refusal lists.
+        type: bool
+        default: false
   path:
     description: IAM path of every role and instance profile.
     type: str
     default: /
   permissions_boundary:
-    description: Permissions boundary (managed policy ARN) of every role; V("") for none (an existing one is removed).
+    description:
+      - Permissions boundary (managed policy ARN) of every role.
+      - Unset leaves each role's boundary as it is (a new role gets none), so a boundary someone else set stays;
+        V("") removes it.
     type: str
-    default: ""
 attributes:
   diff_mode:
     details:
@@ -148,11 +167,12 @@ def main() -> None:
         managed_policies=dict(type="list", elements="str", default=[]),
         inline_policies=dict(type="dict", default={}),
         instance_profile=dict(type="bool", default=False),
+        adopt=dict(type="bool", default=False),
     )
     argument_spec = dict(
         roles=dict(type="list", elements="dict", required=True, options=role_options),
         path=dict(type="str", default="/"),
-        permissions_boundary=dict(type="str", default=""),
+        permissions_boundary=dict(type="str"),
         tags=dict(type="dict", aliases=["resource_tags"]),
         purge_tags=dict(type="bool", default=True),
     )

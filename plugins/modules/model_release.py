@@ -41,6 +41,15 @@ description:
     task definition (the previous colour's release; roll production back with C(playbooks/rollback_cutover.yml)).
   - The release id is derived from the content (image, models, versions, manifest digests) unless O(release_id) is given,
     so running the same release again writes nothing. A release id already written with other content is refused.
+  - One run writes an application's records at a time. A run with something to write takes the records' lock (S3
+    If-None-Match), reads the records again and writes nothing when they changed since it planned; every record write
+    is conditional on the record being what the run read (S3 If-Match). A run that loses a race to another model release
+    fails naming it, having written nothing; no write is silently lost. Check mode takes no lock.
+  - A broken record (not JSON, another schema, a bad field) affects only what it names. I(state=canary_absent) and
+    I(state=rolled_back) remove a broken C(canary.json), I(state=standby_absent) a broken C(standby.json); a broken
+    C(previous.json) is replaced by the next promotion, a broken C(current.json) by I(state=rolled_back). States that
+    need a broken record's content fail naming it and its recovery; I(state=converged) fails the instances whose
+    target it is (a broken C(canary.json) only those it may list). RV(broken_records) names them.
 author:
   - inferops maintainers (@inferops)
 options:
@@ -104,17 +113,28 @@ options:
     elements: str
     default: []
   timeout_s:
-    description: I(state=converged) seconds to wait for the fleet.
+    description:
+      - I(state=converged) seconds to wait for the fleet, 0 to 86400. A cluster with no ACTIVE container instance is
+        waited on until one registers; the timeout then says the cluster has none.
     type: int
     default: 600
   poll_interval_s:
-    description: I(state=converged) seconds between two reads of the status objects.
+    description: I(state=converged) seconds between two reads of the status objects, 1 to 3600 (0 would poll S3 in a busy loop).
     type: int
     default: 5
   bake_s:
-    description: I(state=converged) seconds every instance must stay good once all are (a canary's bake time).
+    description:
+      - I(state=converged) seconds every instance must stay good once all are (a canary's bake time), 0 to O(timeout_s).
     type: int
     default: 0
+  break_lock:
+    description:
+      - Take over the release records' lock (C(<prefix>/releases/<application>/lock.json)) even when another run holds
+        it. Every state that writes records takes that lock first (an S3 conditional write), and fails naming the
+        holder when another run holds it; a lock whose run died expires after 300 seconds. Use only when the holder
+        is known to be dead.
+    type: bool
+    default: false
   inference_failures_before:
     description:
       - I(state=converged) the canary check. Instance id to the inference failures its status reported before the
@@ -209,6 +229,11 @@ records:
   description: The release records after the run (current, previous, canary, standby; null when absent).
   returned: always
   type: dict
+broken_records:
+  description: Record name to why it cannot be used (not JSON, another schema, a bad field), for each broken record.
+  returned: when a record is broken
+  type: dict
+  sample: {"canary": "s3://models/p/releases/triton/canary.json is not JSON (Expecting value: line 1 column 1 (char 0)); write the release again"}
 canary_instances:
   description: The canary instances.
   returned: when state is canary
@@ -264,6 +289,7 @@ def main() -> None:
         image=dict(type="str"),
         task_definition=dict(type="str"),
         release=dict(type="str", choices=["target", "standby"], default="target"),
+        break_lock=dict(type="bool", default=False),
     )
     module = aws_module(
         argument_spec,

@@ -10,8 +10,15 @@ module: preflight
 short_description: Name every problem of an inventory at once, before anything is written
 version_added: 0.1.0
 description:
-  - Reads the inventory's files and lists every value that still carries a placeholder marker (the example
-    account C(111111111111), example ids and names, C(REPLACE_) values), each with its variable and file.
+  - Reads the inventory's files (YAML and INI) and lists every value that still carries a placeholder marker (the
+    example account C(111111111111), example ids and names, C(REPLACE_) values), each with its variable and file; a
+    value the play sees that still carries one, from a source it cannot read (a script) or C(-e), is listed too.
+  - Never prints a value whose variable (or key) is named like a secret (C(PASSWORD), C(TOKEN), C(SECRET), C(KEY),
+    ...) - such values in O(values), O(settings) and O(agreements) are masked in all its output, its invocation
+    included, at any verbosity and with any callback.
+  - Refuses its own bad options before any check - a marker or setting pattern that is no regular expression, uses a
+    back-reference or repeats an ambiguous part (as C((a+)+)); a setting without name or fix. Each pattern gets at
+    most a second per value.
   - Checks the required settings it is given (missing or malformed), each reported with its fix, and that the
     settings which must hold one value (O(agreements), e.g. every name of the model host path) do.
   - Reads the caller identity (STS C(GetCallerIdentity)) and refuses credentials of another account than
@@ -60,7 +67,9 @@ options:
     elements: dict
     default: []
   account_id:
-    description: The account the inventory deploys to (C(aws_account_id)); the caller's account must equal it.
+    description:
+      - The account the inventory deploys to (C(aws_account_id)); the caller's account must equal it.
+      - Empty or not 12 digits is a problem (the account check could not run).
     type: str
     required: true
   simulate_iam:
@@ -72,6 +81,34 @@ options:
     type: list
     elements: str
     default: []
+  status_write:
+    description:
+      - With O(simulate_iam), also asks the policy simulator whether the fleet's instance role may write a model agent's
+        status object (C(s3:PutObject) on C(<prefix>/status/<application>/<instance-id>.json)) in a request carrying the
+        context key C(ec2:SourceInstanceARN), as AWS sets it on requests signed with an instance's role credentials
+        (docs/iam.md, "The status write"). A denied write is a problem, since no release would ever converge.
+    type: dict
+    suboptions:
+      role_name:
+        description: The instance role's name (C(fleet_iam_instance_role_name)).
+        type: str
+        required: true
+      role_path:
+        description: The instance role's path (C(fleet_iam_path)).
+        type: str
+        default: /
+      bucket:
+        description: The model bucket (C(fleet_iam_model_bucket)).
+        type: str
+        required: true
+      prefix:
+        description: The model prefix (C(fleet_iam_model_prefix)).
+        type: str
+        default: ""
+      application:
+        description: The application (C(fleet_iam_application)).
+        type: str
+        required: true
   iam_policy_doc:
     description: A Markdown file whose JSON policies under the heading O(iam_policy_section) name the actions to
       simulate (the collection's docs/iam.md).
@@ -197,6 +234,10 @@ missing_permissions:
   returned: always
   type: list
   elements: str
+status_write_allowed:
+  description: Whether the simulator allows the instance role's status write with C(ec2:SourceInstanceARN) (O(status_write)).
+  returned: with O(simulate_iam) and O(status_write)
+  type: bool
 resources_checked:
   description: The C(variable=id) of every resource read (with O(resources)); empty when they were not read.
   returned: always
@@ -217,6 +258,7 @@ security_group_rules:
       elements: dict
 """
 
+import copy  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
@@ -233,6 +275,7 @@ from ansible.module_utils.basic import missing_required_lib  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight as _preflight  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_inputs as _preflight_inputs  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_network as _preflight_network  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_resources as _preflight_resources  # noqa: E402
 
@@ -245,9 +288,17 @@ def _documents(sources: list[str], base_dir: str | None) -> list[tuple[str, obje
     documents = []
     for path in _preflight.inventory_files(sources):
         try:
-            documents.append((_preflight.shown_path(path, base_dir), yaml.load(path.read_text(), Loader=_InventoryLoader)))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # not YAML (an INI inventory, a script): Ansible reports what it cannot read
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            continue  # unreadable or binary: its values still reach the check through `values`
+        try:
+            document = yaml.load(text, Loader=_InventoryLoader)
+        except yaml.YAMLError:
+            document = None
+        if not isinstance(document, dict):  # an INI inventory (YAML reads some as a string, or fails on them)
+            document = _preflight_inputs.parse_ini_inventory(text)
+        if document is not None:  # neither (a script): its values reach the check through `values`
+            documents.append((_preflight.shown_path(path, base_dir), document))
     return documents
 
 
@@ -303,6 +354,16 @@ def main() -> None:
         iam_policy_doc=dict(type="path"),
         iam_policy_section=dict(type="str", default="deploy.yml"),
         principal_arn=dict(type="str"),
+        status_write=dict(
+            type="dict",
+            options=dict(
+                role_name=dict(type="str", required=True),
+                role_path=dict(type="str", default="/"),
+                bucket=dict(type="str", required=True),
+                prefix=dict(type="str", default=""),
+                application=dict(type="str", required=True),
+            ),
+        ),
         resources=dict(type="list", elements="dict", default=[]),
         instance_type_fit=dict(type="dict"),
         security_group_rules=dict(
@@ -316,9 +377,13 @@ def main() -> None:
         ),
     )
     module = aws_module(argument_spec)
+    # Values under secret-looking names (a registry password, a token) never reach the output: masked wherever they
+    # appear, and replaced in the invocation (a value too short to mask included). The checks use the real ones.
+    module.no_log_values.update(_preflight_inputs.secret_values(module.params))
+    params = dict(copy.deepcopy(module.params), region=module.region or "")
+    module.params.update(_preflight_inputs.redacted(module.params))
     if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-    params = dict(module.params, region=module.region or "")
     if params["simulate_iam"] and params["iam_policy_doc"]:
         unreadable = {
             OSError: lambda e: {"msg": f"iam_policy_doc {params['iam_policy_doc']}: cannot read it ({e}); give the path of docs/iam.md"}

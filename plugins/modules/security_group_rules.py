@@ -88,6 +88,9 @@ options:
         description: Triton's metrics port in the task (the model agent reads the inference counters there).
         type: int
         default: 8002
+      grpc_port:
+        description: Triton's gRPC port in the task, when the load balancer has a gRPC route to it (role fleet_load_balancing); omitted for none.
+        type: int
   rules:
     description: More rules to ensure, each TCP on one group.
     type: list
@@ -236,6 +239,7 @@ def main() -> None:
                 tasks=side,
                 http_port=dict(type="int", default=8000),
                 metrics_port=dict(type="int", default=8002),
+                grpc_port=dict(type="int"),
             ),
         ),
         rules=dict(

@@ -48,6 +48,14 @@ options:
     type: str
     choices: [HTTP, HTTPS]
     default: HTTP
+  protocol_version:
+    description:
+      - V(GRPC) for Triton's gRPC port behind an HTTPS listener (the health check then calls a gRPC method, O(health_check.path),
+        and O(health_check.matcher) holds gRPC status codes); V(HTTP1) for its HTTP port.
+      - AWS cannot change it on an existing target group.
+    type: str
+    choices: [HTTP1, HTTP2, GRPC]
+    default: HTTP1
   target_type:
     description: How targets are registered; V(ip) for the C(awsvpc) network mode of ECS tasks.
     type: str
@@ -59,7 +67,9 @@ options:
     default: {}
     suboptions:
       path:
-        description: Path probed; Triton's C(/v2/health/ready) answers 200 only when every model is ready.
+        description:
+          - Path probed; Triton's C(/v2/health/ready) answers 200 only when every model is ready.
+          - With O(protocol_version=GRPC), the gRPC method called, such as C(/inference.GRPCInferenceService/ServerReady).
         type: str
         default: /v2/health/ready
       interval_s:
@@ -79,7 +89,9 @@ options:
         type: int
         default: 3
       matcher:
-        description: HTTP codes of a healthy answer, such as V(200), V(200,202) or V(200-299).
+        description:
+          - HTTP codes of a healthy answer, such as V(200), V(200,202) or V(200-299).
+          - With O(protocol_version=GRPC), gRPC status codes, such as V(0) or V(0-99).
         type: str
         default: "200"
   attributes:
@@ -125,6 +137,17 @@ EXAMPLES = r"""
     purge_tags: false
   register: target_groups
 
+- name: The gRPC pair next to them (Triton's gRPC port, behind an HTTPS listener)
+  inferops.triton_ecs.target_groups:
+    names:
+      blue: triton-grpc-blue
+      green: triton-grpc-green
+    vpc_id: "{{ vpc_id }}"
+    port: 8001
+    protocol_version: GRPC
+    health_check:
+      path: /inference.GRPCInferenceService/ServerReady
+      matcher: "0"
 - name: Give the ARNs to the services
   ansible.builtin.set_fact:
     blue_target_group_arn: "{{ target_groups.target_groups.blue }}"
@@ -154,6 +177,7 @@ settings:
     blue:
       name: triton-blue
       protocol: HTTP
+      protocol_version: HTTP1
       port: 8000
       vpc_id: vpc-0123456789abcdef0
       target_type: ip
@@ -182,6 +206,7 @@ def main() -> None:
         vpc_id=dict(type="str", required=True),
         port=dict(type="int", required=True),
         protocol=dict(type="str", choices=["HTTP", "HTTPS"], default="HTTP"),
+        protocol_version=dict(type="str", choices=["HTTP1", "HTTP2", "GRPC"], default="HTTP1"),
         target_type=dict(type="str", choices=["ip", "instance"], default="ip"),
         health_check=dict(type="dict", default={}, options=health_check),
         attributes=dict(type="dict", default={}),

@@ -102,6 +102,8 @@ options:
         description:
           - Directory on the container instance (for example local NVMe) mounted read-only at O(triton.model_repository).
           - Unset means the repository is inside the image.
+          - The host's root and system paths (C(/proc), C(/sys), C(/dev), C(/etc), C(/run), C(/var/run), C(/usr),
+            C(/var/lib/docker), C(/var/lib/ecs), ...) are refused, however the path is written.
         type: str
       model_view:
         description:
@@ -117,8 +119,19 @@ options:
             C(model_release state=resolved) derives from the image and the models. A new release therefore registers a
             new revision, which the blue/green cutover brings up, even when only the models changed.
         type: str
+      metrics_target_dir:
+        description:
+          - A directory on a task volume (C(metrics-targets)) mounted read-write in the Triton container, where the image's
+            entrypoint writes the metrics sidecar's scrape target with the task's service and colour, read from the task
+            metadata endpoint (C(INFEROPS_METRICS_TARGET_FILE=<dir>/triton.json)). A sidecar in O(extra_containers)
+            mounts C(sourceVolume=metrics-targets) read-only at the same path (deploy.yml's metrics sidecar does).
+          - Unset renders neither the volume nor the variable.
+        type: str
       model_control_mode:
-        description: Triton model control mode. V(explicit) is the production choice; V(poll) can see partial copies.
+        description:
+          - Triton model control mode. V(explicit) is the production choice; V(poll) can see partial copies.
+          - Only V(explicit) with a release (O(triton.release_id), or the model view of
+            O(triton.model_repository_host_path)) - another mode would load around the staged release and its rollback.
         type: str
         default: explicit
       exit_timeout_s:
@@ -154,7 +167,12 @@ options:
         description: C(--cuda-memory-pool-byte-size) for every GPU of the task. Unset keeps Triton's default.
         type: int
       extra_args:
-        description: Further tritonserver arguments, appended as given.
+        description:
+          - Further tritonserver arguments, appended as given.
+          - A flag the image's entrypoint renders from these options (C(--model-repository), C(--model-store),
+            C(--model-control-mode), C(--repository-poll-secs), C(--load-model), the three ports,
+            C(--exit-timeout-secs)) is refused, here, in C(container_overrides.command) and in a C(TRITON_EXTRA_ARGS)
+            variable - it would override what a staged release depends on; set the option instead.
         type: list
         elements: str
         default: []
@@ -205,6 +223,9 @@ options:
       - Plain environment variables of the Triton container. They win over the rendered C(TRITON_*) variables.
       - A name that says secret (C(PASSWORD), C(TOKEN), C(SECRET), C(KEY), ...) draws a warning, here and in every
         container, because its value would be stored in clear; use O(secrets).
+      - A value that looks like a credential whatever the name (an AWS access key id or secret access key, a private
+        key, a URL with a password, a Hugging Face, GitHub, Slack or OpenAI-style token) is refused, the value not
+        shown; use O(secrets) (for AWS credentials, O(task_role_arn)).
     type: dict
     default: {}
   secrets:
@@ -227,6 +248,9 @@ options:
         settings. C(command) is refused when the C(triton) options render flags; use O(triton.extra_args).
       - The merged container obeys the same rules as the options (image digest or O(allowed_image_tags), secrets
         as C(valueFrom) ARNs only, the stop budget).
+      - Refused in it and in every sidecar - C(privileged), added C(linuxParameters.capabilities), C(user) root (C(root),
+        C(0), C(0:<group>)), an C(unconfined) C(dockerSecurityOptions) entry; a C(TRITON_MODEL_CONTROL_MODE) variable
+        that differs from O(triton.model_control_mode).
     type: dict
     default: {}
   extra_containers:
@@ -374,6 +398,7 @@ def main() -> None:
                 model_repository_host_path=dict(type="str"),
                 model_view=dict(type="bool", default=True),
                 release_id=dict(type="str"),
+                metrics_target_dir=dict(type="str"),
                 model_control_mode=dict(type="str", default="explicit"),
                 exit_timeout_s=dict(type="int", default=30),
                 drain_timeout_s=dict(type="int", default=30),

@@ -15,6 +15,12 @@ registered targets (moto reports every registered target healthy); 503 with a JS
 or the chosen group has no target; 502 when the target refuses or drops the connection, 504 when it does not answer
 in time. The parsing of actions is its own (not the collection's code under test).
 
+With `publish_metrics=True` it also publishes, every `metrics_interval_s`, what the ALB publishes to CloudWatch per
+target group (namespace AWS/ApplicationELB, dimensions LoadBalancer and TargetGroup): RequestCount,
+HTTPCode_Target_5XX_Count (5xx answers from targets, not the route's own 502/503/504) and TargetResponseTime (each
+request's seconds as values), into moto's CloudWatch - what the cutover's canary verdict reads. AWS publishes per
+minute and a minute or so late; here every second, at once. moto computes no percentile (p99 reads as no data).
+
 Not modelled: ALB health checks (a target is as healthy as moto says, so a dead target still gets requests: 502),
 slow start, deregistration delay and connection draining (a deregistered target gets no new request from the next
 refresh on; requests in flight to it finish), stickiness, listener rule conditions (a rule's forward action is used
@@ -37,6 +43,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -134,6 +141,8 @@ class AlbRoute:
         cache_s: float = 0.25,
         target_timeout_s: float = 60.0,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        publish_metrics: bool = False,
+        metrics_interval_s: float = 1.0,
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
@@ -143,6 +152,10 @@ class AlbRoute:
         self.cache_s = cache_s
         self.target_timeout_s = target_timeout_s
         self.elbv2 = moto.client("elbv2")
+        self.cloudwatch = moto.client("cloudwatch") if publish_metrics else None
+        self.metrics_interval_s = metrics_interval_s
+        self._observed: dict[str, list[tuple[int, float]]] = {}  # target group -> [(status, seconds)] not published yet
+        self._dimensions: dict[str, list[dict[str, str]]] = {}
         self._config: RouteConfig | None = None
         self._config_lock = threading.Lock()
         self._pick_lock = threading.Lock()
@@ -171,6 +184,8 @@ class AlbRoute:
             self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
             self._thread.start()
             threading.Thread(target=self._refresh_loop, daemon=True).start()
+            if self.cloudwatch is not None:
+                threading.Thread(target=self._publish_loop, daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -234,6 +249,51 @@ class AlbRoute:
                 self.refresh()
             except Exception:
                 continue  # nothing read yet: requests read it themselves and answer 503 with the reason
+
+    # -- the ALB's CloudWatch metrics
+
+    def observe(self, group: str, status: int, seconds: float) -> None:
+        """A target's answer (not the route's own error), for the metrics."""
+        if self.cloudwatch is not None:
+            with self._pick_lock:
+                self._observed.setdefault(group, []).append((status, seconds))
+
+    def _group_dimensions(self, arn: str) -> list[dict[str, str]]:
+        if arn not in self._dimensions:
+            group = self.elbv2.describe_target_groups(TargetGroupArns=[arn])["TargetGroups"][0]
+            balancer = (group.get("LoadBalancerArns") or [""])[0].split(":loadbalancer/")[-1]
+            self._dimensions[arn] = [{"Name": "LoadBalancer", "Value": balancer}, {"Name": "TargetGroup", "Value": arn.split(":")[-1]}]
+        return self._dimensions[arn]
+
+    def publish(self) -> None:
+        """Put what the targets answered since the last call into CloudWatch, per target group."""
+        with self._pick_lock:
+            observed, self._observed = self._observed, {}
+        for arn, answers in observed.items():
+            dims = self._group_dimensions(arn)
+            errors = sum(1 for status, _s in answers if status >= 500)
+            data = [
+                {"MetricName": "RequestCount", "Dimensions": dims, "Value": float(len(answers)), "Unit": "Count"},
+                {"MetricName": "HTTPCode_Target_5XX_Count", "Dimensions": dims, "Value": float(errors), "Unit": "Count"},
+                {
+                    "MetricName": "TargetResponseTime",
+                    "Dimensions": dims,
+                    "Values": [round(s, 6) for _st, s in answers][:150],
+                    "Unit": "Seconds",
+                },
+            ]
+            self.cloudwatch.put_metric_data(Namespace="AWS/ApplicationELB", MetricData=data)
+
+    def _publish_loop(self) -> None:
+        while not self._stopping.wait(self.metrics_interval_s):
+            try:
+                self.publish()
+            except Exception:
+                self.refresh_errors += 1  # moto did not answer: those figures are lost, as a missed ALB datapoint
+        try:
+            self.publish()
+        except Exception:
+            self.refresh_errors += 1
 
     def _actions(self) -> list[dict[str, Any]]:
         if self.listener_arn:
@@ -333,10 +393,12 @@ class AlbRoute:
                 headers["X-Forwarded-Proto"] = route.scheme
                 headers["X-Forwarded-Port"] = str(route.server.server_address[1])
                 connection = http.client.HTTPConnection(target[0], target[1], timeout=route.target_timeout_s)
+                started = time.monotonic()
                 try:
                     connection.request(self.command, self.path, body=body, headers=headers)
                     response = connection.getresponse()
                     payload = response.read()
+                    route.observe(group, response.status, time.monotonic() - started)
                     answer_headers = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP | {"content-length"}]
                 except TimeoutError:
                     self._error(504, f"target {target[0]}:{target[1]} did not answer within {route.target_timeout_s:g} s", group)

@@ -33,6 +33,9 @@ class BlueGreenApp:
     listener_arn: str = ""
     test_listener_arn: str = ""
     task_definitions: list[str] = field(default_factory=list)  # ARNs, revision order
+    grpc_target_groups: dict[str, str] = field(default_factory=dict)  # create_app(grpc=True): Triton's gRPC port
+    grpc_listener_arn: str = ""
+    grpc_test_listener_arn: str = ""
 
     def ecs(self) -> Any:
         return self.moto.client("ecs")
@@ -106,8 +109,34 @@ def gpu_task_definition(ecs: Any, image: str) -> str:
     ]
 
 
-def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = True) -> BlueGreenApp:
-    """Blue live at 100% with 2 tasks of revision 1, green at 0 tasks; revisions 1-3 registered."""
+def _grpc_route(app: BlueGreenApp, elbv2: Any, lb: str, vpc: str) -> None:
+    """gRPC target groups (protocol version GRPC, health check on Triton's gRPC readiness), an HTTPS production
+    listener at 100/0 and an HTTPS test listener, as role fleet_load_balancing makes them with grpc on."""
+    certificate = app.moto.client("acm").request_certificate(DomainName="triton.example.com")["CertificateArn"]
+    for color in ("blue", "green"):
+        app.grpc_target_groups[color] = elbv2.create_target_group(
+            Name=f"{APP}-{color}-grpc",
+            Protocol="HTTP",
+            ProtocolVersion="GRPC",
+            Port=8001,
+            VpcId=vpc,
+            TargetType="ip",
+            HealthCheckPath="/inference.GRPCInferenceService/ServerReady",
+            Matcher={"GrpcCode": "0"},
+        )["TargetGroups"][0]["TargetGroupArn"]
+    groups = [{"TargetGroupArn": app.grpc_target_groups[c], "Weight": w} for c, w in (("blue", 100), ("green", 0))]
+    https = {"Protocol": "HTTPS", "Certificates": [{"CertificateArn": certificate}]}
+    app.grpc_listener_arn = elbv2.create_listener(
+        LoadBalancerArn=lb, Port=443, DefaultActions=[{"Type": "forward", "ForwardConfig": {"TargetGroups": groups}}], **https
+    )["Listeners"][0]["ListenerArn"]
+    app.grpc_test_listener_arn = elbv2.create_listener(
+        LoadBalancerArn=lb, Port=8443, DefaultActions=[{"Type": "forward", "TargetGroupArn": app.grpc_target_groups["blue"]}], **https
+    )["Listeners"][0]["ListenerArn"]
+
+
+def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = True, grpc: bool = False) -> BlueGreenApp:
+    """Blue live at 100% with 2 tasks of revision 1, green at 0 tasks; revisions 1-3 registered. With `grpc`, each
+    colour also has a gRPC target group behind HTTPS listeners (production 443, test 8443)."""
     app = BlueGreenApp(moto)
     ec2, elbv2, ecs, cloudwatch = moto.client("ec2"), moto.client("elbv2"), moto.client("ecs"), moto.client("cloudwatch")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -136,6 +165,8 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
         LoadBalancerArn=lb, Protocol="HTTP", Port=8080, DefaultActions=[{"Type": "forward", "TargetGroupArn": app.target_groups["blue"]}]
     )["Listeners"][0]["ListenerArn"]
 
+    if grpc:
+        _grpc_route(app, elbv2, lb, vpc)
     providers = []
     if managed_scaling:
         # a GPU Auto Scaling group with room for 4 more 1-GPU instances: the capacity phase reads its headroom
@@ -169,7 +200,8 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
             taskDefinition=app.task_definitions[0],
             desiredCount=0,
             launchType="EC2",
-            loadBalancers=[{"targetGroupArn": app.target_groups[color], "containerName": "triton", "containerPort": 8000}],
+            loadBalancers=[{"targetGroupArn": app.target_groups[color], "containerName": "triton", "containerPort": 8000}]
+            + ([{"targetGroupArn": app.grpc_target_groups[color], "containerName": "triton", "containerPort": 8001}] if grpc else []),
         )
     ecs.update_service(cluster=CLUSTER, service=f"{APP}-blue", desiredCount=live_tasks)
     app.register_targets("blue", live_tasks)

@@ -55,6 +55,11 @@ def fixture() -> dict[str, Any]:
     return yaml.safe_load(FIXTURE.read_text())
 
 
+def self_signed_certificate(host: str, workdir: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for `host` (its own CA) and its key, as PEM files in `workdir`."""
+    return _self_signed(host, workdir)
+
+
 def _self_signed(host: str, workdir: Path) -> tuple[Path, Path]:
     """A certificate and key for `host` (the listener's certificate, imported into ACM; the controller trusts it)."""
     from cryptography import x509

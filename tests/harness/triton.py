@@ -46,8 +46,12 @@ def triton_home() -> Path:
     return TRITON_HOME
 
 
-def model_config(name: str, offset: float = 1.0, delay_ms: int = 0, fail_to_load: bool = False, instances: int = 1) -> str:
+def model_config(
+    name: str, offset: float = 1.0, delay_ms: int = 0, fail_to_load: bool = False, instances: int = 1, fail_every: int = 0
+) -> str:
     params = {"offset": str(offset), "delay_ms": str(delay_ms), "fail_to_load": "true" if fail_to_load else "false"}
+    if fail_every:
+        params["fail_every"] = str(fail_every)  # every Nth request answers an error (33: 3 %)
     parameters = "\n".join(f'parameters: {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items())
     return f"""name: "{name}"
 backend: "python"

@@ -1,4 +1,5 @@
-"""Adversarial model syncs and prunes (issue 12, class "syncing and pruning models").
+"""Adversarial model syncs and prunes (issue 12, class "syncing and pruning models"; issue 28, classes "a failed sync
+replaces the serving model's config.pbtxt" and "model_sync keeps downloading after the first 404").
 
 Stand-in: a moto server for S3 behind the S3-shaped proxy (tests/harness/s3_proxy.py) and a real local filesystem
 (ext4 here) as the instance's model repository; a watcher thread stands in for Triton looking at the directory while
@@ -17,9 +18,11 @@ import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import file_key
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import prune_versions, sync_version
-from tests.harness.model_versions import make_version
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.transfer import DownloadSettings
+from tests.harness.model_versions import make_version, weights
 
 
 class Repo:
@@ -228,3 +231,120 @@ def test_adversarial_model_sync_a_version_appears_only_with_its_config_and_manif
         stop.set()
         watcher.join()
     assert seen and all(config and manifest for config, manifest in seen)
+
+
+# Issue 28, class "a failed sync replaces the serving model's config.pbtxt".
+
+
+def _tree(root: Path) -> dict[str, object]:
+    """Every entry under root: file bytes, link targets, directories; the sync's lock file left out."""
+    found: dict[str, object] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if rel == ".sync.lock":
+            continue
+        found[rel] = ("link", os.readlink(path)) if path.is_symlink() else ("dir",) if path.is_dir() else path.read_bytes()
+    return found
+
+
+def _publish_with_config(repo: Repo, version: int, config_text: str, extra_files: int = 0) -> None:
+    version_dir, config = make_version(repo.source, "m", version)
+    config.write_text(config_text)
+    for index in range(extra_files):
+        (version_dir / f"shard-{index:02d}.bin").write_bytes(f"shard {index} of version {version}".encode())
+    publish_version(repo.s3, repo.bucket, "p", "m", version, str(version_dir), str(config))
+
+
+def _break_swap(monkeypatch) -> None:
+    def refuse(*_args) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_model_sync, "exchange", lambda *_a: False)
+    monkeypatch.setattr(_model_sync.os, "rename", refuse)
+
+
+FAILED_SYNCS = [
+    ("file-deleted-from-s3", lambda repo, _mp: repo.raw.delete_object(Bucket=repo.bucket, Key=file_key("p", "m", 2, "weights.bin"))),
+    (
+        "file-replaced-in-s3",
+        lambda repo, _mp: repo.raw.put_object(
+            Bucket=repo.bucket, Key=file_key("p", "m", 2, "weights.bin"), Body=b"\0" * len(weights(2, 64 * 1024))
+        ),
+    ),
+    ("swap-fails-after-verification", lambda _repo, mp: _break_swap(mp)),
+]
+
+
+@pytest.mark.parametrize("break_it", [c[1] for c in FAILED_SYNCS], ids=[c[0] for c in FAILED_SYNCS])
+def test_adversarial_model_sync_a_failed_sync_leaves_every_file_of_the_serving_version_as_it_was(repo, monkeypatch, break_it):
+    """Stand-in: moto server S3 behind the S3-shaped proxy + local filesystem. Version 1 serves (its config.pbtxt is
+    what a task outside a view loads); version 2, with another config, fails to sync at three different points: the
+    model directory afterwards is byte for byte what it was, config.pbtxt included, and a later good sync works."""
+    _publish_with_config(repo, 1, 'name: "m"\nbackend: "python"\n# config of version 1\n')
+    _publish_with_config(repo, 2, 'name: "m"\nbackend: "python"\n# config of version 2\n')
+    repo.sync(1)
+    before = _tree(repo.model_dir)
+    break_it(repo, monkeypatch)
+    with pytest.raises((OSError, ValueError)):
+        repo.sync(2)
+    assert _tree(repo.model_dir) == before
+    assert b"config of version 1" in (repo.model_dir / "config.pbtxt").read_bytes()
+    monkeypatch.undo()
+    _publish_with_config(repo, 3, 'name: "m"\nbackend: "python"\n# config of version 3\n')
+    repo.sync(3)
+    assert b"config of version 3" in (repo.model_dir / "config.pbtxt").read_bytes()
+
+
+def test_adversarial_model_sync_the_agent_puts_the_targets_config_back(repo):
+    """Stand-in: local filesystem. After a good sync of version 2 (its config in place) production rolls back to 1:
+    `use_config`, which the agent runs for its target, makes config.pbtxt version 1's again; a second call changes nothing."""
+    _publish_with_config(repo, 1, 'name: "m"\nbackend: "python"\n# config of version 1\n')
+    _publish_with_config(repo, 2, 'name: "m"\nbackend: "python"\n# config of version 2\n')
+    repo.sync(1)
+    repo.sync(2)
+    assert b"config of version 2" in (repo.model_dir / "config.pbtxt").read_bytes()
+    assert _model_sync.use_config(str(repo.host), "m", 1) is True
+    assert b"config of version 1" in (repo.model_dir / "config.pbtxt").read_bytes()
+    assert _model_sync.use_config(str(repo.host), "m", 1) is False
+    with pytest.raises(ValueError, match="version 7 is not complete"):
+        _model_sync.use_config(str(repo.host), "m", 7)
+
+
+# Issue 28, class "model_sync keeps downloading after the first 404 and names no key".
+
+
+class CountingS3:
+    """The sync's S3 client, counting the GETs of a version's files (manifests left out)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.file_gets: list[str] = []
+        self.lock = threading.Lock()
+
+    def get_object(self, **kwargs):
+        if not kwargs["Key"].endswith(".manifest.json"):
+            with self.lock:
+                self.file_gets.append(kwargs["Key"])
+        return self.inner.get_object(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_adversarial_model_sync_stops_at_the_first_404_and_names_the_key(repo, concurrency):
+    """Stand-in: moto server S3 behind the S3-shaped proxy. Every file of version 1 deleted after publishing (24 files):
+    the sync starts no GET after the first 404 (at most one per connection already in flight), names the missing
+    object's s3:// URL and says to republish; nothing of the version appears."""
+    _publish_with_config(repo, 1, 'name: "m"\nbackend: "python"\n', extra_files=22)
+    keys = _s3.list_keys(repo.s3, repo.bucket, "p/m/1/")
+    assert len(keys) == 24
+    for key in keys:
+        repo.raw.delete_object(Bucket=repo.bucket, Key=key)
+    counting = CountingS3(repo.s3)
+    with pytest.raises(ValueError) as failure:
+        sync_version(counting, repo.bucket, "p", "m", 1, str(repo.host), download_settings=DownloadSettings(concurrency=concurrency))
+    message = str(failure.value)
+    assert f"s3://{repo.bucket}/p/m/1/" in message and "missing (404)" in message and "republish" in message, message
+    assert 1 <= len(counting.file_gets) <= concurrency, counting.file_gets
+    assert not (repo.model_dir / "1").exists()

@@ -18,6 +18,8 @@ IMAGE = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/triton@{DIGEST}"
 ROLE = "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"
 PLANTED = "planted-secret-value-7c41"
 FAMILY = "adv-td"
+# Shaped like an AWS secret access key (AWS's documentation example), under a name that says nothing.
+AWS_SECRET_SHAPED = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 CASES = [
     ("sidecar-tag", {"extra_containers": [{"name": "m", "image": "otel:0.9", "memory": 64}]}, "extra_containers[0].image:"),
@@ -34,6 +36,11 @@ CASES = [
         {"container_overrides": {"environment": [{"name": "TRITON_EXIT_TIMEOUT_S", "value": "110"}]}},
         "container_overrides / environment:",
     ),
+    # issue 28: privileges, flags that override the rendered ones, a system host path, a credential as a plain value
+    ("override-privileged", {"container_overrides": {"privileged": True}}, "container_overrides.privileged:"),
+    ("extra-args-poll", {"triton": {"extra_args": ["--model-control-mode=poll"]}}, "triton.extra_args:"),
+    ("host-path-proc", {"triton": {"model_repository_host_path": "/proc"}}, "triton.model_repository_host_path:"),
+    ("aws-key-as-plain-value", {"environment": {"S3_SETTINGS": AWS_SECRET_SHAPED}}, "environment (Triton container): S3_SETTINGS"),
     (
         "secret-arn-newline",
         {"secrets": {"T": "arn:aws:ssm:us-east-1:123456789012:parameter/t\n"}, "execution_role_arn": ROLE},
@@ -63,6 +70,8 @@ def test_adversarial_task_definition_refused_before_any_write(played, case_id, f
     ecs = moto_server.client("ecs")
     assert [a for a in ecs.list_task_definitions()["taskDefinitionArns"] if f"/{FAMILY}:" in a] == []
     assert PLANTED not in result["msg"]
+    # The module's own output (the loop's `item` is the controller's echo of the input, not the module's).
+    assert AWS_SECRET_SHAPED not in result["msg"] + str(result.get("invocation"))
 
 
 def test_adversarial_task_definition_secret_looking_variable_warns(played):

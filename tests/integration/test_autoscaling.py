@@ -98,6 +98,38 @@ def test_bad_input_rejected_before_any_write(app, overrides, message):
     assert targets(app) == {} and step_alarm_actions(app) == {}
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"target_tracking": {"target": "nan"}}, "target_tracking.target is nan"),
+        ({"target_tracking": {"target": "inf"}}, "target_tracking.target is inf"),
+        ({"step_scaling": {"enabled": True, "scale_out_threshold": "-inf"}}, "step_scaling.scale_out_threshold is -inf"),
+        ({"step_scaling": {"enabled": True, "scale_out_step": 1000}}, "step_scaling.scale_out_step is 1000"),
+        ({"max_capacity": 100000}, "max_capacity is 100000"),
+    ],
+    ids=["nan-target", "infinite-target", "infinite-threshold", "absurd-step", "absurd-max"],
+)
+def test_adversarial_numbers_rejected_before_any_write(app, overrides, message):
+    """Adversarial (issue 28): NaN and infinities (Ansible's float type takes "nan" and "inf") and absurd steps never
+    reach AWS. Stand-in: moto server (no target, policy or alarm is written)."""
+    run, res = autoscaling(app, **overrides)
+    assert run.rc != 0 and message in res["msg"], res.get("msg")
+    assert targets(app) == {} and step_alarm_actions(app) == {}
+
+
+def test_adversarial_max_capacity_under_what_the_live_colour_runs_is_refused(app):
+    """Adversarial (issue 28): autoscaling scaled the live colour out to 6 tasks; a max_capacity of 4 would have
+    Application Auto Scaling scale production in to 4 at once. Stand-in: moto server; scale_live sets the desired count
+    as Application Auto Scaling would."""
+    autoscaling(app)
+    scale_live(app, "blue", 6)
+    run, res = autoscaling(app, max_capacity=4)
+    assert run.rc != 0 and "max_capacity is 4 but the live colour's service" in res["msg"] and "at least 6" in res["msg"], res.get("msg")
+    assert targets(app)["blue"]["MaxCapacity"] == 8
+    run, res = autoscaling(app, max_capacity=6)
+    assert run.rc == 0 and targets(app)["blue"]["MaxCapacity"] == 6
+
+
 def test_nothing_registered_while_no_colour_serves(moto_server):
     """Before the first cutover the live colour runs no tasks: a target's minimum would scale an ungated revision up."""
     app = create_app(moto_server, live_tasks=0)

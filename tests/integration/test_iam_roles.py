@@ -2,7 +2,9 @@
 calls): check mode on an empty account writes nothing, a run creates two roles with their policies and the instance
 profile, a second run changes and writes nothing, drift (trust policy, description, an inline policy, a detached
 managed policy) is reported in check mode and converged, tags converge (a value set, a key purged), bad input fails
-naming the field with no AWS call at all, and --diff shows each role before and after."""
+naming the field with no AWS call at all, and --diff shows each role before and after. A role of the same name made by
+someone else (no ownership tag) is left exactly as it is - its trust policy, managed policies, boundary and tags - until
+`adopt` is given; no boundary is removed by default."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from tests.harness.aws_calls import recorded_actions, start_recording, writes
 from tests.harness.moto import ACCOUNT_ID, MotoServer
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "iam_roles_module.yml"
+# The tag the module puts on the roles it creates (plugins/module_utils/_fleet/iam_roles.py OWNER_TAG).
+OWNED = {"Key": "inferops:managed-by", "Value": "inferops.triton_ecs.iam_roles"}
 TASK = "IAM roles"
 ECS_AGENT_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role"
 MODEL_READ = {
@@ -85,7 +89,7 @@ def test_create_rerun_drift_and_diff(moto_server: MotoServer) -> None:
         ["CreateRole", "PutRolePolicy", "CreateRole", "AttachRolePolicy", "CreateInstanceProfile", "AddRoleToInstanceProfile"]
     )
     assert iam.get_role_policy(RoleName="triton-task", PolicyName="triton-model-read")["PolicyDocument"] == MODEL_READ
-    assert iam.get_role(RoleName="triton-task")["Role"]["Tags"] == [{"Key": "team", "Value": "ml"}]
+    assert sorted(iam.get_role(RoleName="triton-task")["Role"]["Tags"], key=str) == sorted([{"Key": "team", "Value": "ml"}, OWNED], key=str)
     profile = iam.get_instance_profile(InstanceProfileName="triton-ecs-instance")["InstanceProfile"]
     assert [r["RoleName"] for r in profile["Roles"]] == ["triton-ecs-instance"]
 
@@ -134,7 +138,9 @@ def test_create_rerun_drift_and_diff(moto_server: MotoServer) -> None:
     retagged, written = run(moto_server, ROLES, tags={"team": "ops"})
     assert [a for a in retagged["actions"] if a.startswith("triton-task")] == ["triton-task: tag_role team", "triton-task: untag_role old"]
     assert sorted(written) == ["TagRole", "TagRole", "UntagRole"]
-    assert iam.get_role(RoleName="triton-task")["Role"]["Tags"] == [{"Key": "team", "Value": "ops"}]
+    assert sorted(iam.get_role(RoleName="triton-task")["Role"]["Tags"], key=str) == sorted(
+        [{"Key": "team", "Value": "ops"}, OWNED], key=str
+    )
 
 
 def test_bad_input_fails_naming_the_field_before_any_call(moto_server: MotoServer) -> None:
@@ -146,3 +152,39 @@ def test_bad_input_fails_naming_the_field_before_any_call(moto_server: MotoServe
     assert "roles[0].managed_policies: 'AmazonS3ReadOnlyAccess' is not a managed policy ARN" in result["msg"]
     assert "roles[1].name 'triton ecs instance'" in result["msg"]
     assert recorded_actions(moto_server) == []  # not even a read
+
+
+def test_someone_elses_role_is_left_alone_until_adopted(moto_server: MotoServer) -> None:
+    """Adversarial (issue 28, IAM takeover): a role of the fleet's name made by another team, with its own trust
+    policy, managed policy, permissions boundary and tags. Stand-in: moto server (its recorder lists the writes)."""
+    iam = moto_server.client("iam")
+    boundary = iam.create_policy(
+        PolicyName="team-boundary",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}),
+    )["Policy"]["Arn"]
+    theirs = trust("ec2.amazonaws.com")
+    iam.create_role(
+        RoleName="triton-task",
+        AssumeRolePolicyDocument=json.dumps(theirs),
+        PermissionsBoundary=boundary,
+        Tags=[{"Key": "owner", "Value": "data-team"}],
+    )
+    iam.attach_role_policy(RoleName="triton-task", PolicyArn=ECS_AGENT_POLICY)
+    before = iam.get_role(RoleName="triton-task")["Role"]
+
+    refused, written = run(moto_server, ROLES[:1])
+    assert refused["failed"] is True and written == []
+    assert "role triton-task exists and is not this collection's" in refused["msg"]
+    for would in ("update_trust_policy", f"detach_policy {ECS_AGENT_POLICY}", "untag_role owner", "adopt: true"):
+        assert would in refused["msg"]
+    assert iam.get_role(RoleName="triton-task")["Role"] == before
+
+    # Adopted: converged and tagged as the collection's; the boundary someone set stays (none was given).
+    adopted, written = run(moto_server, [dict(ROLES[0], adopt=True)])
+    assert adopted["changed"] is True and "DeleteRolePermissionsBoundary" not in written
+    role = iam.get_role(RoleName="triton-task")["Role"]
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == boundary
+    assert OWNED in role["Tags"]
+    # Now the collection's: no adopt needed, nothing to change.
+    again, written = run(moto_server, ROLES[:1])
+    assert again["changed"] is False and written == []

@@ -291,6 +291,36 @@ def test_skip_switches_leave_their_parts_alone(moto_server: MotoServer, tmp_path
     ]
 
 
+def test_a_new_ami_waits_for_its_gated_rollout(moto_server: MotoServer, tmp_path: Path) -> None:
+    """A fleet whose launch template runs the Packer manifest's AMI is run again naming another AMI: the template keeps
+    the live one (playbooks/roll_ami.yml rolls the new one out) unless fleet_capacity_ami_direct_update is true."""
+    net = network(moto_server)
+    off = {s: False for s in ("fleet_services_manage", "fleet_alarms_manage", "fleet_alarms_dashboard_manage", "fleet_autoscaling_manage")}
+    variables = extra_vars(moto_server, net, tmp_path, **off)
+    ec2 = moto_server.client("ec2")
+
+    def default_image() -> str:
+        versions = ec2.describe_launch_template_versions(LaunchTemplateName="triton-gpu", Versions=["$Default"])
+        return versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["ImageId"]
+
+    first = run(moto_server, variables)
+    assert first.rc == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert default_image() == AMI
+
+    # An AMI named by id (not from the manifest) comes with its model host path, as the role asks.
+    newer = {"fleet_capacity_ami_id": "ami-0fedcba9876543210", "fleet_capacity_model_host_path": MODEL_HOST_PATH}
+    kept = run(moto_server, {**variables, **newer})
+    assert kept.rc == 0, kept.stdout[-3000:] + kept.stderr[-2000:]
+    assert default_image() == AMI
+    assert not task_result(kept, "Launch template (IMDSv2 required, user data joins the cluster)").get("changed")
+    assert newer["fleet_capacity_ami_id"] in task_result(kept, "A new AMI waits for its gated rollout")["msg"]
+
+    direct = run(moto_server, {**variables, **newer, "fleet_capacity_ami_direct_update": True})
+    assert direct.rc == 0, direct.stdout[-3000:] + direct.stderr[-2000:]
+    assert default_image() == newer["fleet_capacity_ami_id"]
+    assert was_skipped(direct, "A new AMI waits for its gated rollout")
+
+
 def test_modules_four_steps_and_bad_input(moto_server: MotoServer) -> None:
     net = network(moto_server)
     ec2, elbv2, autoscaling = moto_server.client("ec2"), moto_server.client("elbv2"), moto_server.client("autoscaling")

@@ -192,3 +192,23 @@ def test_bad_input_fails_naming_the_option_before_any_call(moto_server: MotoServ
         "attributes.slow_start.duration_seconds is 10: slow start is 0 (off) or 30-900 seconds",
     ):
         assert fragment in failed["msg"], failed["msg"]
+
+
+def test_grpc_groups_are_created_with_grpc_codes_and_a_rerun_writes_nothing(moto_server: MotoServer) -> None:
+    vpc = vpc_of(moto_server)
+    grpc = {"path": "/inference.GRPCInferenceService/ServerReady", "matcher": "0"}
+    names = {"blue": "tg-grpc-blue", "green": "tg-grpc-green"}
+    created, written = run(moto_server, vpc, names=names, port=8001, protocol_version="GRPC", health_check=grpc)
+    assert created["changed"] is True and "CreateTargetGroup" in written
+    found = groups(moto_server)["tg-grpc-blue"]
+    assert found["ProtocolVersion"] == "GRPC" and found["Matcher"] == {"GrpcCode": "0"} and found["Port"] == 8001
+    assert created["settings"]["blue"]["protocol_version"] == "GRPC"
+
+    again, written = run(moto_server, vpc, names=names, port=8001, protocol_version="GRPC", health_check=grpc, check=True, diff=True)
+    assert again["changed"] is False and written == []
+    again, written = run(moto_server, vpc, names=names, port=8001, protocol_version="GRPC", health_check=grpc)
+    assert again["changed"] is False and written == []
+
+    failed, written = run(moto_server, vpc, names=names, port=8001)
+    assert failed["failed"] is True and written == []
+    assert "protocol_version: target group tg-grpc-blue (blue) has 'GRPC', asked for 'HTTP1'" in failed["msg"]

@@ -19,6 +19,7 @@ AWS_DIR = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "_a
 # The botocore service each `_aws` file calls.
 SERVICE_OF_FILE = {
     "application_autoscaling.py": "application-autoscaling",
+    "autoscaling.py": "autoscaling",
     "cloudwatch.py": "cloudwatch",
     "ec2.py": "ec2",
     "ecs.py": "ecs",

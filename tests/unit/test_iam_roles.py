@@ -17,6 +17,7 @@ ACCOUNT = "123456789012"
 ECS_AGENT = "arn:aws:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role"
 SSM_CORE = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 BOUNDARY = f"arn:aws:iam::{ACCOUNT}:policy/fleet-boundary"
+OWNED = {"Key": iam_roles.OWNER_TAG, "Value": iam_roles.OWNER_VALUE}
 TRUST = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
@@ -57,7 +58,7 @@ def existing(**role_overrides: Any) -> dict[str, Any]:
         "Arn": f"arn:aws:iam::{ACCOUNT}:role/triton-ecs-instance",
         "AssumeRolePolicyDocument": copy.deepcopy(TRUST),
         "Description": "ECS container instances",
-        "Tags": [{"Key": "team", "Value": "ml"}],
+        "Tags": [{"Key": "team", "Value": "ml"}, OWNED],
     }
     role.update(role_overrides)
     return {
@@ -109,7 +110,7 @@ def test_each_role_error_names_the_field_the_value_and_the_fix(role_change: dict
     [
         ({"path": "triton"}, ["path 'triton'", "starts and ends with /"]),
         ({"path": "/triton"}, ["path '/triton'", "e.g. / or /triton/"]),
-        ({"permissions_boundary": "fleet-boundary"}, ["permissions_boundary 'fleet-boundary'", 'or "" for none']),
+        ({"permissions_boundary": "fleet-boundary"}, ["permissions_boundary 'fleet-boundary'", 'or "" to remove it']),
         ({"tags": {"cost": 3}}, ["tags.cost is 3", "quote it"]),
         ({"tags": {"aws:owner": "x"}}, ["tags.aws:owner", "rename the tag"]),
         ({"roles": []}, ["roles is empty", "at least one role"]),
@@ -168,7 +169,7 @@ def test_each_kind_of_drift_plans_its_write() -> None:
     other_trust["Statement"][0]["Principal"]["Service"] = "ecs-tasks.amazonaws.com"
     assert actions(existing(AssumeRolePolicyDocument=other_trust), wanted()) == ["update_trust_policy"]
     assert actions(existing(Description="by hand"), wanted()) == ["update_description"]
-    assert actions(existing(Tags=[{"Key": "team", "Value": "ops"}, {"Key": "old", "Value": "1"}]), wanted()) == [
+    assert actions(existing(Tags=[{"Key": "team", "Value": "ops"}, {"Key": "old", "Value": "1"}, OWNED]), wanted()) == [
         "tag_role team",
         "untag_role old",
     ]
@@ -191,6 +192,9 @@ def test_the_boundary_is_put_changed_and_removed() -> None:
     bounded = existing(PermissionsBoundary={"PermissionsBoundaryType": "Policy", "PermissionsBoundaryArn": BOUNDARY})
     assert actions(bounded, wanted(permissions_boundary=BOUNDARY)) == []
     assert actions(bounded, wanted()) == [f"delete_permissions_boundary {BOUNDARY}"]
+    # Unset (the module's default) leaves a boundary as it is: someone else's guard stays.
+    assert actions(bounded, wanted(permissions_boundary=None)) == []
+    assert iam_roles.summary_after(bounded, wanted(permissions_boundary=None))["permissions_boundary"] == BOUNDARY
 
 
 def test_managed_policies_are_exactly_the_list() -> None:
@@ -200,7 +204,7 @@ def test_managed_policies_are_exactly_the_list() -> None:
 
 
 def test_other_inline_policies_and_tags_without_purge_are_left_alone() -> None:
-    current = existing(Tags=[{"Key": "team", "Value": "ml"}, {"Key": "owner", "Value": "ops"}])
+    current = existing(Tags=[{"Key": "team", "Value": "ml"}, {"Key": "owner", "Value": "ops"}, OWNED])
     current["inline_policies"]["added-by-hand"] = {"Statement": [{"Effect": "Deny", "Action": "*", "Resource": "*"}]}
     assert actions(current, wanted(purge_tags=False)) == []
     assert actions(current, wanted(tags=None)) == []
@@ -233,7 +237,7 @@ def test_the_diff_shows_before_and_after() -> None:
     assert iam_roles.summary(current)["description"] == "by hand"
     after = iam_roles.summary_after(current, wanted(tags={"team": "ml", "cost": "gpu"}))
     assert after["description"] == "ECS container instances"
-    assert after["tags"] == {"team": "ml", "cost": "gpu"}
+    assert after["tags"] == {"team": "ml", "cost": "gpu", iam_roles.OWNER_TAG: iam_roles.OWNER_VALUE}
     assert after["inline_policies"] == {"triton-model-sync": SYNC}
     assert iam_roles.summary({"role": None}) == {}
 

@@ -413,6 +413,30 @@ def test_services_create_arguments() -> None:
     assert services.create_arguments(service_params(capacity_provider_strategy=[]), "blue", "x")["launchType"] == "EC2"
 
 
+GRPC_TG = {
+    c: f"arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/triton-grpc-{c}/{i}" for i, c in enumerate(("blue", "green"))
+}
+
+
+def test_services_register_in_the_grpc_target_groups_on_tritons_grpc_port() -> None:
+    asked = service_params(grpc={"target_groups": GRPC_TG, "container_port": 8001})
+    assert services.validate(asked) == []
+    assert services.create_arguments(asked, "green", "arn:td:1")["loadBalancers"] == [
+        {"targetGroupArn": TG["green"], "containerName": "triton", "containerPort": 8000},
+        {"targetGroupArn": GRPC_TG["green"], "containerName": "triton", "containerPort": 8001},
+    ]
+    attached = described("blue", loadBalancers=services.load_balancers(asked, "blue")[::-1])  # order does not matter
+    assert services.drift(attached, asked, "blue") == {}
+    assert services.drift(described("blue"), asked, "blue") == {"loadBalancers": services.load_balancers(asked, "blue")}
+
+
+def test_services_grpc_errors_name_the_option_and_the_fix() -> None:
+    errors = services.validate(service_params(grpc={"target_groups": {"blue": TG["blue"], "green": "x"}, "container_port": 8000}))
+    assert "grpc.target_groups.green 'x': give the ARN of the green target group" in errors
+    assert any(e.startswith("grpc.target_groups ['" + TG["blue"] + "'] are HTTP target groups of target_groups") for e in errors)
+    assert "grpc.container_port is 8000: Triton's gRPC port in the container, e.g. 8001, not the HTTP port" in errors
+
+
 def described(color: str, **overrides: Any) -> dict[str, Any]:
     service = {
         "serviceName": f"triton-{color}",

@@ -138,7 +138,7 @@ def test_config_defaults_serve_a_real_fleet():
     ("values", "message"),
     [
         ({"bucket": ""}, r"bucket=''; set it"),
-        ({"poll_interval_s": 0}, r"poll_interval_s=0; expected a positive integer"),
+        ({"poll_interval_s": 0}, r"poll_interval_s=0; expected an integer from 1 to 3600"),
         ({"keep_versions": True}, r"keep_versions=True"),
         ({"boot_retry_delay_s": -1}, r"boot_retry_delay_s=-1"),
         ({"host_path": "models"}, r"host_path='models'; expected an absolute path"),

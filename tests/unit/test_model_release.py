@@ -43,12 +43,18 @@ def status(instance_id, release_id, state="applied", applied=True, failures=0, l
     }
 
 
+def etag_of(body: bytes) -> str:
+    return '"' + hashlib.md5(body).hexdigest() + '"'  # S3's ETag of a single-part object
+
+
 class FakeS3(OnePageListings):
-    """The S3 calls the rollout makes, over a dict; records each write."""
+    """The S3 calls the rollout makes, over a dict, with S3's conditional writes (If-Match, If-None-Match: *, 412);
+    records each write."""
 
     def __init__(self):
         self.objects: dict[str, bytes] = {}
-        self.writes: list[tuple[str, str]] = []
+        self.writes: list[tuple[str, str]] = []  # the records' writes (the lock's are in lock_writes)
+        self.lock_writes: list[tuple[str, str]] = []
 
     def list_objects_v2(self, aws_retry, Bucket, Prefix, Delimiter, **_kw):
         keys = sorted(k for k in self.objects if k.startswith(Prefix) and Delimiter not in k[len(Prefix) :])
@@ -57,14 +63,23 @@ class FakeS3(OnePageListings):
     def get_object(self, aws_retry, Bucket, Key):
         if Key not in self.objects:
             raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "missing"}}, "GetObject")
-        return {"Body": io.BytesIO(self.objects[Key])}
+        return {"Body": io.BytesIO(self.objects[Key]), "ETag": etag_of(self.objects[Key])}
 
-    def put_object(self, aws_retry, Bucket, Key, Body, **_kw):
-        self.writes.append(("put", Key))
+    def _precondition(self, Key, IfMatch=None, IfNoneMatch=None):
+        if (IfNoneMatch == "*" and Key in self.objects) or (IfMatch and etag_of(self.objects.get(Key, b"\0gone")) != IfMatch):
+            raise ClientError(
+                {"Error": {"Code": "PreconditionFailed", "Message": "At least one of the pre-conditions failed"}}, "PutObject"
+            )
+
+    def put_object(self, aws_retry, Bucket, Key, Body, IfMatch=None, IfNoneMatch=None, **_kw):
+        self._precondition(Key, IfMatch, IfNoneMatch)
+        (self.lock_writes if Key.endswith("/lock.json") else self.writes).append(("put", Key))
         self.objects[Key] = Body
+        return {"ETag": etag_of(Body)}
 
-    def delete_object(self, aws_retry, Bucket, Key):
-        self.writes.append(("delete", Key))
+    def delete_object(self, aws_retry, Bucket, Key, IfMatch=None):
+        self._precondition(Key, IfMatch)
+        (self.lock_writes if Key.endswith("/lock.json") else self.writes).append(("delete", Key))
         self.objects.pop(Key, None)
 
 

@@ -381,7 +381,7 @@ def test_sync_fetches_large_files_ranged_small_ones_whole_and_refuses_a_corrupt_
     s3.objects["p/m/1/model.plan"] = (data[:-1] + b"\0", checksum, etag)  # replaced in S3, same size
     with pytest.raises(ManifestError, match=r"model.plan from s3://b/p/m/1/model.plan: sha256 .* != manifest sha256"):
         sync_version(s3, "b", "p", "m", "1", str(tmp_path / "host2"), download_settings=settings)
-    assert sorted(os.listdir(tmp_path / "host2" / "m")) == [".sync.lock", "config.pbtxt"]  # no version, no staging
+    assert sorted(os.listdir(tmp_path / "host2" / "m")) == [".sync.lock"]  # no version, no staging, no config
 
 
 def test_hydration_figures_and_their_file(tmp_path):
@@ -405,7 +405,7 @@ def test_the_agents_download_settings_come_from_its_configuration_file():
     assert transfer.agent_download_settings(tuned).buffered_parts == 32
     with pytest.raises(ConfigError, match="download_buffer_mib=4 is smaller than download_part_mib=8"):
         parse_config(json.dumps(dict(base, download_buffer_mib=4)).encode(), "f")
-    with pytest.raises(ConfigError, match="download_concurrency=0; expected a positive integer"):
+    with pytest.raises(ConfigError, match="download_concurrency=0; expected an integer from 1 to 1024"):
         parse_config(json.dumps(dict(base, download_concurrency=0)).encode(), "f")
 
 

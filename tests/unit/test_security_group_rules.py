@@ -105,6 +105,15 @@ def test_the_fleet_needs_the_load_balancer_and_the_model_agent_paths_both_ways()
     assert rules[f"ingress tcp 8000 on {TASK} from {ALB}"].peer_subnets == ()
 
 
+def test_a_grpc_route_adds_the_load_balancer_path_to_tritons_grpc_port():
+    network = {**copy.deepcopy(NETWORK), "grpc_port": 8001}
+    assert sgr.network_errors(network) == []
+    added = {str(rule) for rule in sgr.fleet_rules(network)} - {str(rule) for rule in sgr.fleet_rules(NETWORK)}
+    assert added == {f"ingress tcp 8001 on {TASK} from {ALB}", f"egress tcp 8001 on {ALB} to {TASK}"}
+    errors = sgr.validate(params(network={**copy.deepcopy(NETWORK), "grpc_port": 8002}))
+    assert "network.grpc_port is 8002: Triton's gRPC port differs from its HTTP and metrics ports" in errors
+
+
 def test_every_added_rule_says_it_is_the_collections():
     for rule in sgr.fleet_rules(NETWORK):
         assert rule.description.startswith("inferops.triton_ecs: ")

@@ -314,3 +314,68 @@ def test_describe_by_name_asks_each_when_one_is_missing() -> None:
     found = _elbv2.describe_target_groups_by_name(client, ["triton-blue", "triton-green"])
     assert found["triton-green"] is None and found["triton-blue"]["TargetGroupName"] == "triton-blue"
     assert client.asked == [["triton-blue", "triton-green"], ["triton-blue"], ["triton-green"]]
+
+
+# ---------------------------------------------------------------- gRPC target groups
+
+GRPC = {
+    "names": {"blue": "triton-grpc-blue", "green": "triton-grpc-green"},
+    "port": 8001,
+    "protocol_version": "GRPC",
+    "health_check": {**PARAMS["health_check"], "path": "/inference.GRPCInferenceService/ServerReady", "matcher": "0"},
+}
+
+
+def test_a_grpc_group_is_created_with_its_protocol_version_and_grpc_codes() -> None:
+    asked = params(**GRPC)
+    assert tg.validate(asked) == []
+    fields = tg.create_fields(asked, "triton-grpc-blue")
+    assert fields["ProtocolVersion"] == "GRPC" and fields["Port"] == 8001
+    assert fields["Matcher"] == {"GrpcCode": "0"} and fields["HealthCheckPath"] == "/inference.GRPCInferenceService/ServerReady"
+    assert tg.plan_color("blue", None, None, None, asked).after["protocol_version"] == "GRPC"
+
+
+def test_a_converged_grpc_group_plans_nothing_and_its_codes_are_read_back() -> None:
+    asked = params(**GRPC)
+    found = group(
+        "triton-grpc-blue",
+        Port=8001,
+        ProtocolVersion="GRPC",
+        HealthCheckPath="/inference.GRPCInferenceService/ServerReady",
+        Matcher={"GrpcCode": "0"},
+    )
+    assert tg.immutable_errors("blue", found, asked) == []
+    plan = tg.plan_color(
+        "blue",
+        found,
+        DEFAULT_ATTRIBUTES | {k: str(v) for k, v in PARAMS["attributes"].items()},
+        {"inferops:color": "blue", "team": "ml"},
+        asked,
+    )
+    assert not plan.changed, plan.actions
+    plan = tg.plan_color("blue", {**found, "Matcher": {"GrpcCode": "12"}}, None, None, params(**GRPC, attributes={}, tags=None))
+    assert plan.health_check == {"matcher": "0"}
+    assert tg.health_check_fields(plan.health_check, "GRPC") == {"Matcher": {"GrpcCode": "0"}}
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"protocol_version": "HTTP3"}, "protocol_version is 'HTTP3': one of HTTP1, HTTP2, GRPC"),
+        ({**GRPC, "health_check": {**GRPC["health_check"], "matcher": "200"}}, "health_check.matcher is '200': with protocol_version GRPC"),
+        ({**GRPC, "health_check": {**GRPC["health_check"], "path": "/v2/health/ready"}}, "an HTTP path: with protocol_version GRPC"),
+    ],
+)
+def test_grpc_validation_names_the_option_and_the_fix(changes: dict[str, Any], fragment: str) -> None:
+    errors = tg.validate(params(**changes))
+    assert any(fragment in e for e in errors), errors
+
+
+def test_an_http1_group_asked_as_grpc_names_the_protocol_version() -> None:
+    found = group("triton-blue", ProtocolVersion="HTTP1")
+    errors = tg.immutable_errors("blue", found, params(protocol_version="GRPC"))
+    assert errors == [
+        "protocol_version: target group triton-blue (blue) has 'HTTP1', asked for 'GRPC'; AWS cannot change it on an existing "
+        "target group: give names a new name, or delete the group first"
+    ]
+    assert tg.immutable_errors("blue", group("triton-blue"), PARAMS) == []  # a group that does not report it is HTTP1

@@ -153,6 +153,16 @@ def test_a_task_definition_carries_its_release_and_serves_the_agent_s_view_of_it
     assert "INFEROPS_MODEL_VIEW" not in baked  # models in the image: no host path, no view
 
 
+def test_a_metrics_target_dir_is_a_task_volume_the_entrypoint_writes_the_sidecar_target_to():
+    td = render(module_params(triton={"model_repository_host_path": "/mnt/models", "metrics_target_dir": "/inferops/metrics/"}))
+    assert {"name": "metrics-targets"} in td["volumes"]  # no host path: a volume of the task, shared by its containers
+    assert {"sourceVolume": "metrics-targets", "containerPath": "/inferops/metrics", "readOnly": False} in triton(td)["mountPoints"]
+    assert {"sourceVolume": "model-repository", "containerPath": "/models", "readOnly": True} in triton(td)["mountPoints"]
+    assert env(triton(td))["INFEROPS_METRICS_TARGET_FILE"] == "/inferops/metrics/triton.json"
+    plain = render(module_params(triton={}))
+    assert "INFEROPS_METRICS_TARGET_FILE" not in env(triton(plain)) and "volumes" not in plain
+
+
 def test_the_fleet_architecture_becomes_the_runtime_platform():
     assert render(module_params(cpu_architecture="ARM64"))["runtimePlatform"] == {
         "cpuArchitecture": "ARM64",

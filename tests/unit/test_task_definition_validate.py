@@ -77,3 +77,9 @@ def test_every_problem_is_reported_at_once():
 
 def test_absent_needs_no_image():
     validate(module_params(state="absent", image=None))
+
+
+@pytest.mark.parametrize("target_dir", ["metrics", "/", "/models"])
+def test_a_metrics_target_dir_must_be_a_directory_of_its_own(target_dir):
+    found = errors_for(triton={"metrics_target_dir": target_dir})
+    assert any(e.startswith(f"triton.metrics_target_dir: {target_dir!r} is not a directory of its own") for e in found), found

@@ -294,3 +294,75 @@ def test_health_output_is_one_bounded_line():
     reason = "model broken is not READY: UNAVAILABLE (Internal: RuntimeError: boom\n\nAt:\n  model.py(19): initialize\n)"
     assert health.one_line(reason) == "model broken is not READY: UNAVAILABLE (Internal: RuntimeError: boom At: model.py(19): initialize )"
     assert len(health.one_line("x " * 1000)) == 400
+
+
+# ---------------------------------------------------------------- the metrics sidecar's target, by colour
+
+
+@pytest.fixture
+def task_metadata_endpoint():
+    """A loopback stand-in for ECS_CONTAINER_METADATA_URI_V4: `/task` answers the given task's metadata."""
+    import http.server
+    import json
+    import threading
+
+    answers: dict[str, object] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answers["reads"] = int(answers.get("reads", 0)) + 1
+            body = json.dumps(answers["task"]).encode()
+            self.send_response(200 if self.path.endswith("/task") else 404)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    entrypoint._TASK_METADATA.clear()
+    yield answers, f"http://127.0.0.1:{server.server_address[1]}/v4/abc"
+    server.shutdown()
+    entrypoint._TASK_METADATA.clear()
+
+
+def test_the_metrics_target_carries_the_tasks_service_and_colour(tmp_path, task_metadata_endpoint):
+    import json
+
+    answers, uri = task_metadata_endpoint
+    answers["task"] = {"Family": "triton", "Revision": "7", "ServiceName": "triton-green", "Cluster": "inference"}
+    target = tmp_path / "metrics" / "triton.json"
+    env = {"INFEROPS_METRICS_TARGET_FILE": str(target), "ECS_CONTAINER_METADATA_URI_V4": uri, "TRITON_METRICS_PORT": "9002"}
+    env["INFEROPS_MODEL_VIEW"] = "task-definition"
+    assert entrypoint.publish_metrics_target(env) == {"Service": "triton-green", "Color": "green"}
+    assert json.loads(target.read_text()) == [{"targets": ["localhost:9002"], "labels": {"Service": "triton-green", "Color": "green"}}]
+    assert oct(target.stat().st_mode & 0o777) == "0o644" and not (tmp_path / "metrics" / "triton.json.tmp").exists()
+    (tmp_path / ".task-definitions" / "triton-7" / "simple").mkdir(parents=True)
+    env["TRITON_MODEL_REPOSITORY"] = str(tmp_path)
+    assert entrypoint.model_view(env) == str(tmp_path / ".task-definitions" / "triton-7")
+    assert answers["reads"] == 1  # one read of the metadata serves the target and the model view
+
+
+@pytest.mark.parametrize(
+    ("task", "labels"),
+    [
+        ({"ServiceName": "triton-blue"}, {"Service": "triton-blue", "Color": "blue"}),
+        ({"ServiceName": "batch-scorer"}, {"Service": "batch-scorer"}),  # not a colour service: no Color
+        ({"Family": "triton"}, {}),  # a task of no service (RunTask), or an ECS agent older than 1.63.1
+    ],
+)
+def test_metrics_labels_come_from_the_service_name(task, labels):
+    assert entrypoint.metrics_labels(task) == labels
+
+
+def test_without_metadata_the_target_is_still_written_without_a_colour(tmp_path, capsys):
+    target = tmp_path / "triton.json"
+    env = {"INFEROPS_METRICS_TARGET_FILE": str(target), "ECS_CONTAINER_METADATA_URI_V4": "http://127.0.0.1:9/v4/none"}
+    entrypoint._TASK_METADATA.clear()
+    assert entrypoint.publish_metrics_target(env) == {}
+    assert target.exists() and "published without a colour" in capsys.readouterr().err
+    assert entrypoint.publish_metrics_target({}) is None  # off: nothing written
+    env["INFEROPS_METRICS_TARGET_FILE"] = str(tmp_path / "file" / "under" / "a-file")
+    (tmp_path / "file").write_text("")
+    assert entrypoint.publish_metrics_target(env) is None and "could not write the metrics target" in capsys.readouterr().err

@@ -393,9 +393,15 @@ def test_dcgm_starts_after_the_driver_and_before_the_ecs_agent_on_its_socket(hos
 def watch_with_standin_dcgm(host, answer: str, seconds: int = 6) -> str:
     """The AMI's watcher for a few seconds against the stand-in dcgmi answering `answer`; its journal lines."""
     settings = json.loads(host.file("/etc/inferops/gpu-health.json").content_string)
+    # A state file of its own, removed first: each call is a fresh instance (the watcher keeps its verdict otherwise).
     settings.update(
-        action="drain", poll_interval_s=1, kernel_log_command=["sleep", "60"], ecs_agent_metadata_url="http://127.0.0.1:9/v1/metadata"
+        action="drain",
+        poll_interval_s=1,
+        kernel_log_command=["sleep", "60"],
+        ecs_agent_metadata_url="http://127.0.0.1:9/v1/metadata",
+        state_path="/tmp/gpu_ami-watch-state.json",
     )
+    host.check_output("rm -f /tmp/gpu_ami-watch-state.json")
     host.check_output(f"echo '{json.dumps(settings)}' > /tmp/gpu_ami-watch.json")
     host.check_output(f"echo '{answer}' > /tmp/gpu_ami-dcgm.json")
     result = host.run(f"DCGM_STANDIN_HEALTH=/tmp/gpu_ami-dcgm.json timeout {seconds} {GPU_HEALTH} watch --settings /tmp/gpu_ami-watch.json")

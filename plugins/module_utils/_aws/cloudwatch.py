@@ -58,3 +58,14 @@ def put_metric_alarm(cloudwatch: Any, alarm: dict[str, Any]) -> None:
 def delete_alarms(cloudwatch: Any, names: list[str]) -> None:
     for start in range(0, len(names), 100):  # the API takes at most 100 names a call
         cloudwatch.delete_alarms(aws_retry=True, AlarmNames=names[start : start + 100])
+
+
+def get_metric_data(cloudwatch: Any, queries: list[dict[str, Any]], start: Any, end: Any) -> dict[str, list[float]]:
+    """Query id -> the values of each period in [start, end) (datetimes), every page merged. A query with no data
+    point has no values."""
+    values: dict[str, list[float]] = {}
+    for begin in range(0, len(queries), 500):  # the API takes at most 500 queries a call
+        listed = full_result(cloudwatch, "get_metric_data", MetricDataQueries=queries[begin : begin + 500], StartTime=start, EndTime=end)
+        for result in listed.get("MetricDataResults", []):
+            values.setdefault(result["Id"], []).extend(float(v) for v in result.get("Values") or [] if v is not None)
+    return values

@@ -133,3 +133,17 @@ def add_role_to_instance_profile(iam: Any, profile_name: str, role_name: str) ->
 def simulate_principal_policy(iam: Any, principal_arn: str, actions: list[str]) -> list[dict[str, Any]]:
     """IAM's evaluation of each action for the principal, against every resource ("*"), across pages."""
     return full_result(iam, "simulate_principal_policy", PolicySourceArn=principal_arn, ActionNames=actions).get("EvaluationResults", [])
+
+
+def simulate_with_context(iam: Any, principal_arn: str, action: str, resource_arn: str, context: dict[str, str]) -> list[dict[str, Any]]:
+    """IAM's evaluation of one action on one resource for the principal, with string context keys set as a request
+    would carry them (e.g. ec2:SourceInstanceARN for a request signed with an instance's role credentials)."""
+    entries = [{"ContextKeyName": k, "ContextKeyValues": [v], "ContextKeyType": "string"} for k, v in sorted(context.items())]
+    return full_result(
+        iam,
+        "simulate_principal_policy",
+        PolicySourceArn=principal_arn,
+        ActionNames=[action],
+        ResourceArns=[resource_arn],
+        ContextEntries=entries,
+    ).get("EvaluationResults", [])

@@ -117,6 +117,41 @@ def put_new_object(s3: Any, bucket: str, key: str, body: bytes) -> bool:
     return True
 
 
+def get_with_etag(s3: Any, bucket: str, key: str) -> tuple[bytes, str] | None:
+    """A small object's body and ETag (what a conditional write of it names), or None when the key does not exist."""
+    try:
+        answer = s3.get_object(aws_retry=True, Bucket=bucket, Key=key)
+    except ClientError as err:
+        if _missing(err):
+            return None
+        raise
+    return answer["Body"].read(), answer["ETag"]
+
+
+def put_object_if(s3: Any, bucket: str, key: str, body: bytes, etag: str | None, **extra: Any) -> str | None:
+    """Writes an object only if it is still what the caller read: If-Match its ETag, or If-None-Match: * when it read
+    no object. Returns the new ETag, or None when another writer got there first (412, 409, or the key gone)."""
+    condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+    try:
+        answer = s3.put_object(aws_retry=True, Bucket=bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256", **condition, **extra)
+    except ClientError as err:
+        if error_code(err) in _EXISTS or (etag and _missing(err)):
+            return None
+        raise
+    return answer.get("ETag") or ""
+
+
+def delete_object_if(s3: Any, bucket: str, key: str, etag: str) -> bool:
+    """Deletes an object only if it is still the one with this ETag (If-Match); False when it changed or went."""
+    try:
+        s3.delete_object(aws_retry=True, Bucket=bucket, Key=key, IfMatch=etag)
+    except ClientError as err:
+        if error_code(err) in _EXISTS or _missing(err):
+            return False
+        raise
+    return True
+
+
 def upload_file(s3: Any, bucket: str, key: str, path: str) -> None:
     with open(path, "rb") as body:
         put_object(s3, bucket, key, body)

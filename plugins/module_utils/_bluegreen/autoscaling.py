@@ -48,6 +48,19 @@ def standby_desired(live_desired: int, configured: int) -> int:
     return max(int(live_desired or 0), int(configured or 0))
 
 
+def live_capacity_errors(params: dict[str, Any], service: dict[str, Any]) -> list[str]:
+    """max_capacity under what the live colour runs: Application Auto Scaling would scale it in to max_capacity at
+    once, dropping the tasks that serve production. [] when max_capacity holds every task it runs or wants."""
+    running = max(int(service.get("desiredCount") or 0), int(service.get("runningCount") or 0))
+    if params["max_capacity"] >= running:
+        return []
+    return [
+        f"max_capacity is {params['max_capacity']} but the live colour's service {service.get('serviceName')} runs {running} "
+        f"tasks: Application Auto Scaling would scale it in to {params['max_capacity']} at once; raise max_capacity to at "
+        f"least {running}, or scale the service in first and run again"
+    ]
+
+
 # ---------------------------------------------------------------- moving at a cutover
 
 

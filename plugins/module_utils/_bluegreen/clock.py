@@ -27,5 +27,10 @@ class Clock:
         self.told_waits_s += self.monotonic() - start
 
     @staticmethod
+    def utcnow() -> datetime:
+        """Wall time, for the windows CloudWatch is asked about."""
+        return datetime.now(timezone.utc)
+
+    @staticmethod
     def stamp() -> str:
         return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

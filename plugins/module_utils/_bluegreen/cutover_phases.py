@@ -7,7 +7,10 @@ and adds one entry to the run's timeline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec2
@@ -15,15 +18,14 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import drain_endpoints as endpoints
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, grpc_route, hooks, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverState
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.canary_watch import CanaryFailed
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverFailed, CutoverState
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models, version_problems
 
-
-class CutoverFailed(Exception):
-    """A gate, alarm or timeout failed after the cutover began: the runner rolls back."""
+__all__ = ["CutoverFailed", "CutoverPhases"]
 
 
 class CutoverPhases(CutoverState):
@@ -94,6 +96,7 @@ class CutoverPhases(CutoverState):
             self.scaling.set_scale_in(plan.old, True)  # from here to the end of the cutover, the live colour does not shrink
         desired = self.desired_count()
         self.point_test_listener(plan.new)
+        self.point_grpc_test_listener(plan.new)
         self.scale(plan.new, desired, self.td_arn)
         timeout = self.p["timeouts"]["standby_up_s"]
         deadline = self.clock.monotonic() + timeout
@@ -102,6 +105,8 @@ class CutoverPhases(CutoverState):
             problems = gates.serving_problems(self.colors[plan.new], self.td_arn, desired)
             if not problems:
                 self._end(entry, "ok", f"{self.colors[plan.new].service}: {self.colors[plan.new].healthy} healthy targets")
+                if not self.weights.get(plan.new):  # before any production traffic (a resumed cutover is past it)
+                    self.run_hooks("standby_healthy", plan)
                 return
             if self.clock.monotonic() >= deadline:
                 self._end(entry, "failed", "; ".join(problems))
@@ -114,6 +119,9 @@ class CutoverPhases(CutoverState):
             problems += gates.alarm_problems(cw.describe_alarms(self.aws.cloudwatch, self.p["alarm_names"]), self.p["alarm_names"])
         url = self._test_url(color)
         if not url:
+            grpc_url = grpc_route.test_url(self.p.get("grpc"), color)
+            if grpc_url:
+                problems += grpc_route.gate_problems(grpc_url, self.p["gates"], self.p.get("grpc"))
             return problems
         options = self.p["gates"]
         client = self.triton(url, options["request_timeout_s"])
@@ -132,6 +140,9 @@ class CutoverPhases(CutoverState):
                 problems += gates.smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
         except TritonError as e:
             problems.append(f"Triton gate on {url}: {e}")
+        grpc_url = grpc_route.test_url(self.p.get("grpc"), color)
+        if grpc_url:
+            problems += grpc_route.gate_problems(grpc_url, options, self.p.get("grpc"))
         return problems
 
     def phase_gates(self, plan: bg.Plan) -> None:
@@ -144,7 +155,9 @@ class CutoverPhases(CutoverState):
                 self._end(
                     entry,
                     "ok",
-                    "alarms OK" + (", Triton ready, models READY, smoke inference as expected" if self._test_url(plan.new) else ""),
+                    "alarms OK"
+                    + (", Triton ready, models READY, smoke inference as expected" if self._test_url(plan.new) else "")
+                    + (" (over HTTP and gRPC)" if self._test_url(plan.new) and grpc_route.test_url(self.p.get("grpc"), plan.new) else ""),
                 )
                 return
             if self.clock.monotonic() >= deadline:
@@ -155,8 +168,9 @@ class CutoverPhases(CutoverState):
     def _test_url(self, color: str) -> str | None:
         return (self.p.get("test_route_urls") or {}).get(color) or self.p.get("test_route_url")
 
-    def _watch(self, color: str, seconds: float, what: str) -> None:
-        """Wait `seconds` (a told wait), checking alarms and gates every watch_interval_s; raise on the first failure."""
+    def _watch(self, color: str, seconds: float, what: str, also: Callable[[], None] | None = None) -> None:
+        """Wait `seconds` (a told wait), checking alarms and gates (and `also`: the canary verdict) every
+        watch_interval_s; raise on the first failure."""
         end = self.clock.monotonic() + seconds
         interval = self.p["watch_interval_s"] or 1
         while self.clock.monotonic() < end:
@@ -164,19 +178,53 @@ class CutoverPhases(CutoverState):
             problems = self.gate_problems(color)
             if problems:
                 raise CutoverFailed(f"{what} on {color}: " + "; ".join(problems))
+            if also is not None:
+                also()
+
+    def bake(self, plan: bg.Plan, step: int, since: datetime) -> str:
+        """Hold the step bake_time_s while alarms and gates are watched, and with the canary until its verdict."""
+        if self.canary_watch is None:
+            self._watch(plan.new, self.p["bake_time_s"], f"bake at {step}%")
+            return f"baked {self.p['bake_time_s']} s"
+        try:
+            return self.canary_watch.bake(
+                step,
+                plan.new,
+                plan.old,
+                since,
+                self.p["bake_time_s"],
+                self.p["watch_interval_s"] or 1,
+                lambda seconds, what, also: self._watch(plan.new, seconds, what, also),
+            )
+        except CanaryFailed as e:
+            raise CutoverFailed(str(e)) from None
+
+    def run_hooks(self, stage: str, plan: bg.Plan, **extra: Any) -> None:
+        """The hooks of `stage`; a failing one fails the cutover (it rolls back)."""
+        try:
+            self.hook_runner.run(stage, plan.new, plan.old, **extra)
+        except hooks.HookFailed as e:
+            raise CutoverFailed(str(e)) from None
 
     def phase_traffic(self, plan: bg.Plan) -> None:
+        if plan.steps and not self.weights.get(plan.new):
+            self.run_hooks("before_traffic", plan)
         for step in plan.steps:
             entry = self._phase(f"traffic {step}%")
+            since = self.clock.utcnow()
             self.set_weights({plan.new: step, plan.old: 100 - step})
             try:
-                self._watch(plan.new, self.p["bake_time_s"], f"bake at {step}%")
+                baked = self.bake(plan, step, since)
             except CutoverFailed as e:
                 self._end(entry, "failed", str(e))
                 raise
-            self._end(entry, "ok", f"{plan.new}={step} {plan.old}={100 - step}, baked {self.p['bake_time_s']} s")
+            self._end(entry, "ok", f"{plan.new}={step} {plan.old}={100 - step}, {baked}")
+            verdict = self.canary_watch.steps[-1] if self.canary_watch is not None and self.canary_watch.steps else None
+            self.run_hooks("after_step", plan, step=step, canary=verdict)
         if not plan.steps:
             self._end(self._phase("traffic"), "skipped", f"{plan.new} already has 100%")
+            return
+        self.run_hooks("after_cutover", plan)
 
     def drain_skip_reason(self, plan: bg.Plan) -> str:
         """Why the old colour needs no drain ("" when it does)."""
@@ -329,3 +377,4 @@ class CutoverPhases(CutoverState):
             "seconds": round(restored - detected, 3),
         }
         self._end(entry, "ok", f"traffic back on {plan.old}: {reason}")
+        self.hook_runner.run_after_rollback(plan.new, plan.old, reason)

@@ -4,7 +4,9 @@
 
 `CutoverState` holds the run's view (production weights, each colour's service and target health, the task
 definition), its timeline, and the three writes a cutover makes: production weights, a service's size and task
-definition, the test listener. The phases (`cutover_phases.py`) and the run (`runner.py`) build on it.
+definition, the test listener. The phases (`cutover_phases.py`) and the run (`runner.py`) build on it. It also
+makes the run's two collaborators, each with explicit inputs: the canary watch (`canary_watch.py`, when
+canary.enabled) and the hook runner (`hook_runner.py`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cl
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, listener_actions
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks, listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.canary_watch import CanaryWatch
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.drain_endpoints import DrainWatch
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.hook_runner import HookRunner
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
+
+
+class CutoverFailed(Exception):
+    """A gate, alarm, canary verdict, hook or timeout failed after the cutover began: the runner rolls back."""
 
 
 class Clients:
@@ -37,11 +45,17 @@ class Clients:
         ec2: Any = None,
         application_autoscaling: Any = None,
         connect: Callable[[str], Any] | None = None,
+        lambda_client: Any = None,
     ) -> None:
         self.ecs = ecs
         self.elbv2 = elbv2
         self.cloudwatch = cloudwatch
-        self._made = {"autoscaling": autoscaling, "ec2": ec2, "application-autoscaling": application_autoscaling}
+        self._made = {
+            "autoscaling": autoscaling,
+            "ec2": ec2,
+            "application-autoscaling": application_autoscaling,
+            "lambda": lambda_client,
+        }
         self._connect = connect
 
     def _client(self, service: str) -> Any:
@@ -60,6 +74,11 @@ class Clients:
     @property
     def application_autoscaling(self) -> Any:
         return self._client("application-autoscaling")
+
+    @property
+    def lambda_(self) -> Any:
+        """Lambda, for the hooks."""
+        return self._client("lambda")
 
 
 class CutoverState:
@@ -85,9 +104,14 @@ class CutoverState:
         self.writes: list[str] = []
         self.rollback: dict[str, Any] | None = None
         self.drain_watched: DrainWatch | None = None  # what the drain watched (in check mode: would watch)
+        self.target_group_descriptions: dict[str, dict[str, Any] | None] = {}  # as discover read them (load balancers)
         self.weights: dict[str, int] = {}
         self.colors: dict[str, gates.ColorState] = {}
         self.prod_actions: list[dict[str, Any]] = []
+        self.grpc = params.get("grpc") or {}
+        self.grpc_tgs: dict[str, str] = self.grpc.get("target_groups") or {}
+        self.grpc_actions: list[dict[str, Any]] = []  # the gRPC route's forward, moved with the HTTP one
+        self.grpc_weights: dict[str, int] = {}
         self.alarms: list[dict[str, Any]] = []  # alarm_names as discover read them
         self.td_arn = ""
         self.task_definition: dict[str, Any] = {}
@@ -99,6 +123,22 @@ class CutoverState:
             )
             if params.get("autoscaling")
             else None
+        )
+        # Collaborators: the canary verdict of each step (its target groups' load balancers are read by validate_aws),
+        # and the hooks at the phase boundaries.
+        self.canary_watch = (
+            CanaryWatch(clients.cloudwatch, params.get("canary") or {}, {c: self._colour_groups(c) for c in bg.COLORS}, self.clock)
+            if (params.get("canary") or {}).get("enabled")
+            else None
+        )
+        self.hook_runner = HookRunner(
+            params.get("hooks"),
+            clients.lambda_ if params.get("hooks") else None,
+            self.clock,
+            self._phase,
+            self._end,
+            self._guard_write,
+            lambda stage, new, old, extra: hooks.context(self.p, stage, new, old, self.weights, **extra),
         )
 
     # ------------------------------------------------------------ timeline
@@ -125,10 +165,15 @@ class CutoverState:
     def validate_aws(self) -> None:
         """Every check that needs AWS and must pass before the first write; raises PlanError naming what is wrong."""
         errors: list[str] = []
-        found_tgs = elb.describe_target_groups(self.aws.elbv2, [self.tgs[c] for c in bg.COLORS])
+        arns = [self.tgs[c] for c in bg.COLORS] + [self.grpc_tgs[c] for c in bg.COLORS if self.grpc_tgs]
+        found_tgs = self.target_group_descriptions = elb.describe_target_groups(self.aws.elbv2, arns)
         for color in bg.COLORS:
             if found_tgs.get(self.tgs[color]) is None:
                 errors.append(f"target_groups.{color} {self.tgs[color]} does not exist: give the ARN of an existing target group")
+            if self.grpc_tgs and found_tgs.get(self.grpc_tgs[color]) is None:
+                errors.append(
+                    f"grpc.target_groups.{color} {self.grpc_tgs[color]} does not exist: create it (role fleet_load_balancing, grpc)"
+                )
         described = self._describe_services()
         for color, name in self.services.items():
             service = described.get(name)
@@ -138,6 +183,8 @@ class CutoverState:
             lbs = [lb.get("targetGroupArn") for lb in service.get("loadBalancers") or []]
             if lbs and self.tgs[color] not in lbs:
                 errors.append(f"service {name} is attached to {lbs}, not to target_groups.{color} {self.tgs[color]}")
+            if lbs and self.grpc_tgs and self.grpc_tgs[color] not in lbs:
+                errors.append(f"service {name} is attached to {lbs}, not to grpc.target_groups.{color} {self.grpc_tgs[color]}")
         found = ecs_svc.describe_task_definition(self.aws.ecs, self.p["task_definition"])
         if found is None or found["taskDefinition"].get("status", "ACTIVE") != "ACTIVE":
             errors.append(
@@ -152,6 +199,11 @@ class CutoverState:
             errors += [f"alarm_names: CloudWatch alarm {n} does not exist: create it or remove it from alarm_names" for n in missing]
         if self.p.get("test_listener_arn") and elb.describe_listener(self.aws.elbv2, self.p["test_listener_arn"]) is None:
             errors.append(f"test_listener_arn {self.p['test_listener_arn']} does not exist")
+        if self.grpc.get("test_listener_arn") and elb.describe_listener(self.aws.elbv2, self.grpc["test_listener_arn"]) is None:
+            errors.append(f"grpc.test_listener_arn {self.grpc['test_listener_arn']} does not exist")
+        if self.canary_watch is not None:
+            errors += self.canary_watch.attach(found_tgs)
+        errors += self.hook_runner.problems()
         if errors:
             raise bg.PlanError(errors)
         self.described = described
@@ -163,17 +215,41 @@ class CutoverState:
             raise bg.PlanError(f"{field} {self.p[field]} does not exist")
         return actions
 
+    def _grpc_actions(self) -> list[dict[str, Any]]:
+        actions = elb.production_actions(self.aws.elbv2, self.grpc.get("listener_arn"), self.grpc.get("listener_rule_arn"))
+        if actions is None:
+            field = "listener_rule_arn" if self.grpc.get("listener_rule_arn") else "listener_arn"
+            raise bg.PlanError(f"grpc.{field} {self.grpc[field]} does not exist")
+        return actions
+
     def observe(self, services: dict[str, dict[str, Any]] | None = None) -> None:
         self.prod_actions = self._production_actions()
         self.weights = listener_actions.read_percent_weights(self.prod_actions, self.tgs)
+        if self.grpc_tgs:
+            # The HTTP weights lead; a gRPC route left behind (a run stopped between the two writes) follows at the next write.
+            self.grpc_actions = self._grpc_actions()
+            self.grpc_weights = listener_actions.read_percent_weights(self.grpc_actions, self.grpc_tgs)
         self.colors = self._color_states(services)
 
     def _color_states(self, services: dict[str, dict[str, Any]] | None = None) -> dict[str, gates.ColorState]:
         if services is None:
             services = self._describe_services()
-        return {
-            c: gates.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, self.tgs[c])) for c in bg.COLORS
-        }
+        states = {}
+        for c in bg.COLORS:
+            # A task is registered in each of its colour's target groups (HTTP, gRPC): every one must be healthy.
+            each = [
+                gates.color_state(services[self.services[c]], elb.describe_target_health(self.aws.elbv2, arn))
+                for arn in self._colour_groups(c)
+            ]
+            state = each[0]
+            state.healthy = min(s.healthy for s in each)
+            state.not_serving = sum(s.not_serving for s in each)
+            state.draining = sum(s.draining for s in each)
+            states[c] = state
+        return states
+
+    def _colour_groups(self, color: str) -> list[str]:
+        return [self.tgs[color]] + ([self.grpc_tgs[color]] if self.grpc_tgs else [])
 
     def _describe_services(self) -> dict[str, dict[str, Any]]:
         return {s.get("serviceName"): s for s in ecs_svc.describe_services(self.aws.ecs, self.p["cluster"], list(self.services.values()))}
@@ -189,6 +265,9 @@ class CutoverState:
 
     def set_weights(self, weights: dict[str, int]) -> None:
         if weights == self.weights:
+            if self.grpc_tgs and weights != self.grpc_weights:
+                self._guard_write()
+                self._set_grpc_weights(weights)
             return
         self._check_before_write()
         actions = listener_actions.actions_with_weights(self.prod_actions, self.tgs, weights)
@@ -199,6 +278,19 @@ class CutoverState:
         self.prod_actions = actions
         self.weights = dict(weights)
         self.writes.append(f"set production weights blue={weights['blue']} green={weights['green']}")
+        self._set_grpc_weights(weights)
+
+    def _set_grpc_weights(self, weights: dict[str, int]) -> None:
+        """The gRPC route's forward at the same weights, right after the HTTP one."""
+        if not self.grpc_tgs or weights == self.grpc_weights:
+            return
+        actions = listener_actions.actions_with_weights(self.grpc_actions, self.grpc_tgs, weights)
+        if self.grpc.get("listener_rule_arn"):
+            elb.modify_rule(self.aws.elbv2, self.grpc["listener_rule_arn"], {"Actions": actions})
+        else:
+            elb.modify_listener(self.aws.elbv2, self.grpc["listener_arn"], {"DefaultActions": actions})
+        self.grpc_actions, self.grpc_weights = actions, dict(weights)
+        self.writes.append(f"set gRPC weights blue={weights['blue']} green={weights['green']}")
 
     def scale(self, color: str, desired: int, task_definition: str | None = None) -> None:
         state = self.colors[color]
@@ -227,6 +319,18 @@ class CutoverState:
         self._check_before_write()
         elb.modify_listener(self.aws.elbv2, arn, {"DefaultActions": actions})
         self.writes.append(f"point test listener at {color}")
+
+    def point_grpc_test_listener(self, color: str) -> None:
+        arn = self.grpc.get("test_listener_arn")
+        if not arn:
+            return
+        listener = elb.describe_listener(self.aws.elbv2, arn)
+        if listener and listener_actions.forwards_only_to(listener["DefaultActions"], self.grpc_tgs[color]):
+            return
+        actions = listener_actions.single_forward(listener["DefaultActions"] if listener else [], self.grpc_tgs[color])
+        self._check_before_write()
+        elb.modify_listener(self.aws.elbv2, arn, {"DefaultActions": actions})
+        self.writes.append(f"point gRPC test listener at {color}")
 
     def _guard_write(self) -> None:
         """Before a write that AWS state does not describe (autoscaling): the controller runs and the lock is held."""

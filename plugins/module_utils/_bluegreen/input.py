@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import canary, grpc_route, hooks
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import OWNER
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, validate_params
 
@@ -161,6 +162,9 @@ def input_errors(params: dict[str, Any]) -> list[str]:
     for model, version in ((params.get("gates") or {}).get("expected_versions") or {}).items():
         if not str(version).isdigit() or isinstance(version, bool) or int(version) < 1:
             errors.append(f"gates.expected_versions.{model} is {version!r}: give the release's version number (1, 2, ...)")
+    errors += canary.option_errors(params.get("canary"))
+    errors += hooks.option_errors(params.get("hooks"))
+    errors += grpc_route.option_errors(params.get("grpc"), params.get("target_groups") or {})
     owner = params.get("lock_owner")
     if owner is not None and not OWNER.match(owner):
         errors.append(f"lock_owner is {owner!r}: lower-case letters, digits and hyphens, at most 64, e.g. deploy-20261130-1342")

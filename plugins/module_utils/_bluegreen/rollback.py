@@ -8,6 +8,10 @@ colours and carries the record of the last cutover (`inferops:cutover`, written 
 definition, image, registry or checkout is needed. The rollback takes the cutover lock from any run that holds it
 (a live cutover stops at its next write), waits for that run's last write to land, reads the state again, then
 writes the weights in one ModifyListener / ModifyRule call, and only then scales the colour it left down.
+
+An application with a gRPC route (each colour's service also in a target group of protocol version GRPC) has its
+gRPC production forward moved to the same weights right after the HTTP one: the listener or rule that forwards to
+both gRPC target groups (`grpc_listener_arn` / `grpc_listener_rule_arn` when there are several).
 """
 
 from __future__ import annotations
@@ -41,6 +45,18 @@ class Application:
     weights: dict[str, int] = field(default_factory=dict)
     record: dict[str, str] = field(default_factory=dict)
     colors: dict[str, gates.ColorState] = field(default_factory=dict)
+    grpc: Route | None = None  # the gRPC route, when the services are also in gRPC target groups
+
+
+@dataclass
+class Route:
+    """The gRPC route: its target groups, the listener or rule forwarding to both, and its weights."""
+
+    target_groups: dict[str, str]
+    production_arn: str = ""
+    is_rule: bool = False
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    weights: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,13 +67,15 @@ class RollbackPlan:
     set_weights: bool = False
     scale_down: bool = False
     reason: str = ""
+    set_grpc_weights: bool = False
 
 
 # ---------------------------------------------------------------- pure
 
 
-def target_groups_of(services: dict[str, dict[str, Any]], cluster: str, name: str) -> dict[str, str]:
-    """{blue, green} target group ARNs from the colour services; PlanError naming what is missing."""
+def target_groups_of(services: dict[str, dict[str, Any]], cluster: str, name: str) -> dict[str, list[str]]:
+    """{blue, green}: each colour service's target group ARNs (HTTP, and gRPC when it has one); PlanError naming what
+    is missing."""
     errors, tgs = [], {}
     for color in bg.COLORS:
         service = services.get(f"{name}-{color}")
@@ -70,10 +88,31 @@ def target_groups_of(services: dict[str, dict[str, Any]], cluster: str, name: st
         if not arns:
             errors.append(f"service {name}-{color} is behind no target group: it is not a blue/green colour service")
             continue
-        tgs[color] = arns[0]
+        tgs[color] = arns
     if errors:
         raise PlanError(errors)
     return tgs
+
+
+def split_by_protocol(arns: dict[str, list[str]], described: dict[str, dict[str, Any] | None]) -> tuple[dict[str, str], dict[str, str]]:
+    """({blue, green} HTTP target groups, {blue, green} gRPC ones or {}), by each group's protocol version."""
+    http: dict[str, str] = {}
+    grpc: dict[str, str] = {}
+    errors = []
+    for color, found in arns.items():
+        for arn in found:
+            kind = grpc if ((described.get(arn) or {}).get("ProtocolVersion") == "GRPC") else http
+            if color in kind:
+                errors.append(f"service of {color} is in two target groups of one protocol ({kind[color]}, {arn}): give listener_arn")
+            kind[color] = arn
+    missing = [c for c in bg.COLORS if c not in http]
+    if missing:
+        errors.append(f"the {', '.join(missing)} service is in no HTTP target group: it is not a blue/green colour service")
+    if grpc and len(grpc) != len(bg.COLORS):
+        errors.append(f"only {', '.join(grpc)} is in a gRPC target group: attach both colours' services (role fleet_services)")
+    if errors:
+        raise PlanError(errors)
+    return http, grpc
 
 
 def production_candidates(resources: list[dict[str, Any]], tgs: dict[str, str]) -> list[dict[str, Any]]:
@@ -120,11 +159,12 @@ def decide(app: Application, scale_down_new: bool) -> RollbackPlan:
         to_color = bg.other(from_color)
         source = f"no cutover is recorded; {from_color} is live and {to_color} is the other colour"
     set_weights = weights[to_color] != 100
+    set_grpc = app.grpc is not None and app.grpc.weights.get(to_color) != 100
     scale_down = scale_down_new and colors[from_color].desired > 0
-    if not set_weights and not scale_down:
+    if not set_weights and not scale_down and not set_grpc:
         return RollbackPlan("noop", to_color, from_color, reason=f"{to_color} already has all production traffic ({source})")
     target = colors[to_color]
-    if set_weights:
+    if set_weights or set_grpc:
         if target.desired == 0:
             raise PlanError(
                 f"cannot roll back to {to_color}: {target.service} is scaled to 0 ({source}). Traffic stays where it is. "
@@ -133,7 +173,7 @@ def decide(app: Application, scale_down_new: bool) -> RollbackPlan:
         problems = gates.serving_problems(target, None, target.desired)
         if problems:
             raise PlanError(f"cannot roll back to {to_color}, it is not serving: {'; '.join(problems)}. Traffic stays where it is")
-    return RollbackPlan("rollback", to_color, from_color, set_weights, scale_down, f"{source}: traffic goes back to {to_color}")
+    return RollbackPlan("rollback", to_color, from_color, set_weights, scale_down, f"{source}: traffic goes back to {to_color}", set_grpc)
 
 
 # ---------------------------------------------------------------- AWS
@@ -144,23 +184,48 @@ def discover(ecs: Any, elbv2: Any, params: dict[str, Any]) -> Application:
     cluster, name = params["cluster"], params["name"]
     names = [f"{name}-{c}" for c in bg.COLORS]
     services = {s["serviceName"]: s for s in ecs_svc.describe_services(ecs, cluster, names) if s.get("serviceName")}
-    app = Application(cluster, name, services, target_groups_of(services, cluster, name))
+    arns = target_groups_of(services, cluster, name)
+    described = elb.describe_target_groups(elbv2, sorted({a for found in arns.values() for a in found}))
+    http, grpc = split_by_protocol(arns, described)
+    app = Application(cluster, name, services, http)
+    resources = None
     given = params.get("listener_rule_arn") or params.get("listener_arn")
     if given:
         app.production_arn, app.is_rule = given, bool(params.get("listener_rule_arn"))
     else:
-        candidates = production_candidates(_forwarding_resources(elbv2, app.target_groups), app.target_groups)
+        resources = _forwarding_resources(elbv2, described)
+        candidates = production_candidates(resources, app.target_groups)
         tags = elb.describe_tags(elbv2, [c["arn"] for c in candidates]) if candidates else {}
         chosen = pick_production(candidates, tags, name)
         app.production_arn, app.is_rule = chosen["arn"], chosen["is_rule"]
+    if grpc:
+        app.grpc = Route(grpc)
+        given = params.get("grpc_listener_rule_arn") or params.get("grpc_listener_arn")
+        if given:
+            app.grpc.production_arn, app.grpc.is_rule = given, bool(params.get("grpc_listener_rule_arn"))
+        else:
+            candidates = production_candidates(resources if resources is not None else _forwarding_resources(elbv2, described), grpc)
+            if len(candidates) > 1:
+                # A gRPC test listener not yet pointed at one colour forwards to both: the production route is the
+                # one at the HTTP production's weights (the cutover moves both together).
+                http_weights = listener_actions.read_percent_weights(_actions(elbv2, app.production_arn, app.is_rule, ""), http)
+                candidates = [
+                    c for c in candidates if listener_actions.read_percent_weights(c["actions"], grpc) == http_weights
+                ] or candidates
+            if len(candidates) != 1:
+                listed = ", ".join(f"{c['arn']} (port {c['port']})" for c in candidates) or "none"
+                raise PlanError(
+                    f"{len(candidates)} listeners or rules forward to both gRPC target groups of {name} ({listed}): "
+                    "give grpc_listener_arn or grpc_listener_rule_arn"
+                )
+            app.grpc.production_arn, app.grpc.is_rule = candidates[0]["arn"], candidates[0]["is_rule"]
     observe(ecs, elbv2, app)
     return app
 
 
-def _forwarding_resources(elbv2: Any, tgs: dict[str, str]) -> list[dict[str, Any]]:
-    balancers = sorted(
-        {lb for tg in elb.describe_target_groups(elbv2, list(tgs.values())).values() for lb in (tg or {}).get("LoadBalancerArns") or []}
-    )
+def _forwarding_resources(elbv2: Any, described: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """Every listener and rule of the load balancers the application's target groups are behind."""
+    balancers = sorted({lb for tg in described.values() for lb in (tg or {}).get("LoadBalancerArns") or []})
     resources = []
     for balancer in balancers:
         for listener in elb.describe_listeners(elbv2, balancer):
@@ -185,12 +250,26 @@ def observe(ecs: Any, elbv2: Any, app: Application) -> None:
 
 
 def observe_weights(elbv2: Any, app: Application) -> None:
-    listener_arn, rule_arn = (None, app.production_arn) if app.is_rule else (app.production_arn, None)
+    app.actions = _actions(elbv2, app.production_arn, app.is_rule, "")
+    app.weights = listener_actions.read_percent_weights(app.actions, app.target_groups)
+    if app.grpc is not None:
+        app.grpc.actions = _actions(elbv2, app.grpc.production_arn, app.grpc.is_rule, "grpc_")
+        app.grpc.weights = listener_actions.read_percent_weights(app.grpc.actions, app.grpc.target_groups)
+
+
+def _actions(elbv2: Any, arn: str, is_rule: bool, option: str) -> list[dict[str, Any]]:
+    listener_arn, rule_arn = (None, arn) if is_rule else (arn, None)
     actions = elb.production_actions(elbv2, listener_arn, rule_arn)
     if actions is None:
-        raise PlanError(f"{'listener_rule_arn' if app.is_rule else 'listener_arn'} {app.production_arn} does not exist")
-    app.actions = actions
-    app.weights = listener_actions.read_percent_weights(app.actions, app.target_groups)
+        raise PlanError(f"{option}{'listener_rule_arn' if is_rule else 'listener_arn'} {arn} does not exist")
+    return actions
+
+
+def _write_forward(elbv2: Any, arn: str, is_rule: bool, actions: list[dict[str, Any]]) -> None:
+    if is_rule:
+        elb.modify_rule(elbv2, arn, {"Actions": actions})
+    else:
+        elb.modify_listener(elbv2, arn, {"DefaultActions": actions})
 
 
 def rollback(
@@ -200,7 +279,7 @@ def rollback(
     `make_lock(arn)` makes the lock of the production resource, known once the application is discovered."""
     start = time.monotonic()
     app = discover(ecs, elbv2, params)
-    before = {"weights": dict(app.weights), "desired_counts": {c: s.desired for c, s in app.colors.items()}}
+    before = _view(app)
     scale_down_new = params["new_color"] == "scale_down"
     plan = decide(app, scale_down_new)
     actions: list[str] = []
@@ -217,17 +296,21 @@ def rollback(
                 restore_started = time.monotonic()
                 weights = {plan.to_color: 100, plan.from_color: 0}
                 fields = listener_actions.actions_with_weights(app.actions, app.target_groups, weights)
-                if app.is_rule:
-                    elb.modify_rule(elbv2, app.production_arn, {"Actions": fields})
-                else:
-                    elb.modify_listener(elbv2, app.production_arn, {"DefaultActions": fields})
+                _write_forward(elbv2, app.production_arn, app.is_rule, fields)
                 seconds = time.monotonic() - restore_started
                 app.weights = weights
                 actions.append(f"set production weights {plan.to_color}=100 {plan.from_color}=0")
+            if plan.set_grpc_weights and app.grpc is not None:
+                guard.before_write()
+                weights = {plan.to_color: 100, plan.from_color: 0}
+                fields = listener_actions.actions_with_weights(app.grpc.actions, app.grpc.target_groups, weights)
+                _write_forward(elbv2, app.grpc.production_arn, app.grpc.is_rule, fields)
+                app.grpc.weights = weights
+                actions.append(f"set gRPC weights {plan.to_color}=100 {plan.from_color}=0")
             if plan.scale_down:
                 guard.before_write()
                 observe_weights(elbv2, app)
-                if app.weights[plan.from_color] > 0:
+                if app.weights[plan.from_color] > 0 or (app.grpc is not None and app.grpc.weights[plan.from_color] > 0):
                     raise bg.StateChanged(f"{plan.from_color} has production traffic again: it is not scaled to 0")
                 ecs_svc.update_service(ecs, app.cluster, app.colors[plan.from_color].service, {"desiredCount": 0})
                 app.colors[plan.from_color].desired = 0
@@ -240,11 +323,15 @@ def rollback(
     elif plan.action == "rollback":
         if plan.set_weights:
             actions.append(f"set production weights {plan.to_color}=100 {plan.from_color}=0")
+        if plan.set_grpc_weights:
+            actions.append(f"set gRPC weights {plan.to_color}=100 {plan.from_color}=0")
         if plan.scale_down:
             actions.append(f"update service {app.colors[plan.from_color].service}: 0 tasks")
-    after = {"weights": dict(app.weights), "desired_counts": {c: s.desired for c, s in app.colors.items()}}
+    after = _view(app)
     if check_mode and plan.set_weights:
         after["weights"] = {plan.to_color: 100, plan.from_color: 0}
+    if check_mode and plan.set_grpc_weights:
+        after["grpc_weights"] = {plan.to_color: 100, plan.from_color: 0}
     return {
         "changed": bool(actions),
         "decision": plan.action,
@@ -257,7 +344,22 @@ def rollback(
         "record": app.record,
         "weights": after["weights"],
         "desired_counts": after["desired_counts"],
+        "grpc": {
+            "production_arn": app.grpc.production_arn,
+            "target_groups": app.grpc.target_groups,
+            "weights": after["grpc_weights"],
+        }
+        if app.grpc is not None
+        else {},
         "weights_restore_seconds": round(seconds, 3),
         "wall_s": round(time.monotonic() - start, 3),
         "diff": {"before": before, "after": after},
     }
+
+
+def _view(app: Application) -> dict[str, Any]:
+    """What the diff shows: the weights (of the gRPC route too) and the desired counts."""
+    view = {"weights": dict(app.weights), "desired_counts": {c: s.desired for c, s in app.colors.items()}}
+    if app.grpc is not None:
+        view["grpc_weights"] = dict(app.grpc.weights)
+    return view

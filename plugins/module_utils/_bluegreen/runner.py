@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import CutoverFailed, CutoverPhases
 
@@ -53,6 +53,8 @@ class Runner(CutoverPhases):
             if "capacity" in phases:
                 self.phase_capacity(plan)  # reads only: a standby the real run could not place fails the dry run too
             self.writes = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
+            if self.grpc_tgs:  # the gRPC route's forward moves with each weight write
+                self.writes = [w for write in self.writes for w in _with_grpc(write)]
             if "drain" in phases and not self.drain_skip_reason(plan):
                 self.drain_watched = self.drain_watch(plan.old)  # reads only; whether the controller reaches them is not probed
             if self.scaling is not None:
@@ -146,4 +148,14 @@ class Runner(CutoverPhases):
             "diff": {"before": self.before, "after": after},
             "autoscaling": self.scaling.summary() if self.scaling is not None else {},
             "drain_watch": self.drain_watched.as_dict() if self.drain_watched is not None else {},
+            "canary": self.canary_watch.summary() if self.canary_watch is not None else {"enabled": False},
+            "hooks": list(self.hook_runner.runs),
+            "hooks_planned": hooks.planned(self.p.get("hooks"), plan.phases, plan.steps),
         }
+
+
+def _with_grpc(write: str) -> list[str]:
+    """A planned write, followed by the gRPC route's when it sets the production weights."""
+    if write.startswith("set production weights"):
+        return [write, write.replace("set production weights", "set gRPC weights")]
+    return [write]

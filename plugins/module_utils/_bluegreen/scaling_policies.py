@@ -9,6 +9,7 @@ policies and alarms rendered from it; and whether what AWS has differs from them
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import application_autoscaling as _aas
@@ -19,6 +20,12 @@ STATISTICS = ("Average", "Sum", "Maximum", "Minimum", "SampleCount")
 # The metric that counts requests (the divisor of per: request) and the one that counts a colour's tasks.
 REQUEST_METRIC = "nv_inference_request_success"
 TASK_COUNT = ("ECS/ContainerInsights", "RunningTaskCount")
+# Application Auto Scaling's range of a target-tracking TargetValue (its API reference).
+TARGET_VALUE_RANGE = (8.515920e-109, 1.174271e108)
+# ECS's quota of tasks per service: a larger max_capacity can never be reached.
+MAX_TASKS_PER_SERVICE = 5000
+# CloudWatch: an alarm's evaluation periods times its period may not exceed a day; a cooldown longer than that is a typo.
+DAY_S = 86400
 
 
 # ---------------------------------------------------------------- input
@@ -28,6 +35,11 @@ def validate(params: dict[str, Any], published: list[str]) -> list[str]:
     """Every problem with the scaling input, each naming the option, the value and the fix; [] when none."""
     errors: list[str] = []
     low, high = params.get("min_capacity"), params.get("max_capacity")
+    if high is not None and high > MAX_TASKS_PER_SERVICE:
+        errors.append(
+            f"max_capacity is {high}: ECS runs at most {MAX_TASKS_PER_SERVICE} tasks per service; give the most tasks the "
+            "fleet's GPUs can hold, e.g. 8"
+        )
     if low is None or low < 1:
         errors.append(f"min_capacity is {low}: the live colour needs at least 1 task, e.g. 2")
     if high is None or high < 1:
@@ -49,9 +61,16 @@ def validate(params: dict[str, Any], published: list[str]) -> list[str]:
         if tracking.get("statistic") not in STATISTICS:
             errors.append(f"target_tracking.statistic is {tracking.get('statistic')!r}: one of {', '.join(STATISTICS)}")
         target = tracking.get("target")
-        if target is None or target <= 0:
+        low_target, high_target = TARGET_VALUE_RANGE
+        if _not_finite(target) or target <= 0:
             errors.append(
-                f"target_tracking.target is {target}: the value to hold the metric at must be above 0, e.g. 600 requests per task a minute"
+                f"target_tracking.target is {target}: the value to hold the metric at must be a finite number above 0, "
+                "e.g. 600 requests per task a minute"
+            )
+        elif not low_target <= target <= high_target:
+            errors.append(
+                f"target_tracking.target is {target}: Application Auto Scaling takes {low_target:g} to {high_target:g}; "
+                "give the metric's value per task, e.g. 600 requests per task a minute"
             )
         errors += _seconds_errors("target_tracking", tracking, ("scale_in_cooldown_s", "scale_out_cooldown_s"))
     if step.get("enabled"):
@@ -59,7 +78,10 @@ def validate(params: dict[str, Any], published: list[str]) -> list[str]:
         if step.get("statistic") not in STATISTICS:
             errors.append(f"step_scaling.statistic is {step.get('statistic')!r}: one of {', '.join(STATISTICS)}")
         out_at, in_at = step.get("scale_out_threshold"), step.get("scale_in_threshold")
-        if out_at is None or in_at is None or in_at >= out_at:
+        for key, value in (("scale_out_threshold", out_at), ("scale_in_threshold", in_at)):
+            if value is not None and _not_finite(value):
+                errors.append(f"step_scaling.{key} is {value}: give a finite number, e.g. 0.85 (85 % GPU utilisation)")
+        if out_at is None or in_at is None or (not _not_finite(out_at) and not _not_finite(in_at) and in_at >= out_at):
             errors.append(
                 f"step_scaling.scale_in_threshold {in_at} must be below scale_out_threshold {out_at}: e.g. scale in below 40, out above 85"
             )
@@ -68,8 +90,27 @@ def validate(params: dict[str, Any], published: list[str]) -> list[str]:
                 errors.append(f"step_scaling.{key} is {step.get(key)}: 1 or more")
         if (step.get("period_s") or 0) not in (10, 30) and (step.get("period_s") or 0) % 60:
             errors.append(f"step_scaling.period_s is {step.get('period_s')}: CloudWatch alarm periods are 10, 30 or a multiple of 60")
+        for key in ("scale_out_periods", "scale_in_periods"):
+            window = (step.get(key) or 0) * (step.get("period_s") or 0)
+            if window > DAY_S:
+                errors.append(
+                    f"step_scaling.{key} is {step.get(key)} periods of {step.get('period_s')} s ({window} s): CloudWatch "
+                    f"evaluates at most a day ({DAY_S} s); lower it to at most {DAY_S // step['period_s']}"
+                )
+        span = (high or 0) - (low or 0)
+        for key in ("scale_out_step", "scale_in_step"):
+            if span > 0 and (step.get(key) or 0) > span:
+                errors.append(
+                    f"step_scaling.{key} is {step.get(key)}: the live colour moves between min_capacity {low} and "
+                    f"max_capacity {high}, so a step above {span} tasks is never taken whole; give 1 to {span}"
+                )
         errors += _seconds_errors("step_scaling", step, ("cooldown_s",))
     return errors
+
+
+def _not_finite(value: Any) -> bool:
+    """Not a usable number: missing, not a number, NaN or infinite (Ansible's float type takes "nan" and "inf")."""
+    return isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
 
 
 def _metric_errors(option: str, metric: str | None, published: list[str]) -> list[str]:
@@ -82,7 +123,7 @@ def _metric_errors(option: str, metric: str | None, published: list[str]) -> lis
 
 
 def _seconds_errors(option: str, values: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
-    return [f"{option}.{k} is {values[k]}: seconds, 0 or more" for k in keys if (values.get(k) or 0) < 0]
+    return [f"{option}.{k} is {values[k]}: seconds, 0 to {DAY_S} (a day), e.g. 300" for k in keys if not 0 <= (values.get(k) or 0) <= DAY_S]
 
 
 # ---------------------------------------------------------------- rendering

@@ -40,6 +40,17 @@ def validate(params: dict[str, Any]) -> list[str]:
     port = params.get("container_port")
     if port is None or not 1 <= port <= 65535:
         errors.append(f"container_port is {port}: the port of Triton's HTTP endpoint in the container, e.g. 8000")
+    grpc = params.get("grpc") or {}
+    if grpc.get("target_groups"):
+        errors += [f"grpc.{e}" for e in target_group_arn_errors(grpc["target_groups"])]
+        overlap = set(grpc["target_groups"].values()) & set((params.get("target_groups") or {}).values())
+        if overlap:
+            errors.append(
+                f"grpc.target_groups {sorted(overlap)} are HTTP target groups of target_groups: give the gRPC pair (protocol version GRPC)"
+            )
+        grpc_port = grpc.get("container_port")
+        if grpc_port is None or not 1 <= grpc_port <= 65535 or grpc_port == port:
+            errors.append(f"grpc.container_port is {grpc_port}: Triton's gRPC port in the container, e.g. 8001, not the HTTP port")
     if not params.get("subnets"):
         errors.append("subnets is empty: awsvpc tasks need the private subnets they run in")
     if not params.get("security_groups"):
@@ -81,10 +92,18 @@ def validate_task_definition(task_definition: dict[str, Any], params: dict[str, 
         errors.append(
             f"container_name {params['container_name']!r} is not a container of {arn} (it has {', '.join(sorted(containers))}): fix container_name"
         )
-    elif params["container_port"] not in [p.get("containerPort") for p in container.get("portMappings") or []]:
-        errors.append(
-            f"container_port {params['container_port']} is not mapped by container {params['container_name']} of {arn}: fix container_port"
-        )
+    else:
+        mapped = [p.get("containerPort") for p in container.get("portMappings") or []]
+        if params["container_port"] not in mapped:
+            errors.append(
+                f"container_port {params['container_port']} is not mapped by container {params['container_name']} of {arn}: fix container_port"
+            )
+        grpc = params.get("grpc") or {}
+        if grpc.get("target_groups") and grpc.get("container_port") not in mapped:
+            errors.append(
+                f"grpc.container_port {grpc.get('container_port')} is not mapped by container {params['container_name']} of {arn}: "
+                "fix grpc.container_port (Triton's gRPC port, task_definition triton.grpc_port)"
+            )
     return errors
 
 
@@ -120,13 +139,24 @@ def placement_strategy(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def load_balancers(params: dict[str, Any], color: str) -> list[dict[str, Any]]:
-    return [
+    """A colour's target groups: the HTTP one on Triton's HTTP port, and the gRPC one on its gRPC port when given."""
+    found = [
         {
             "targetGroupArn": params["target_groups"][color],
             "containerName": params["container_name"],
             "containerPort": params["container_port"],
         }
     ]
+    grpc = params.get("grpc") or {}
+    if grpc.get("target_groups"):
+        found.append(
+            {
+                "targetGroupArn": grpc["target_groups"][color],
+                "containerName": params["container_name"],
+                "containerPort": grpc.get("container_port") or 8001,
+            }
+        )
+    return found
 
 
 def create_arguments(params: dict[str, Any], color: str, task_definition: str) -> dict[str, Any]:
@@ -204,8 +234,11 @@ def drift(service: dict[str, Any], params: dict[str, Any], color: str) -> dict[s
         keys = ("type", "field")
         if _canonical_list(service["placementStrategy"], keys) != _canonical_list(placement_strategy(params), keys):
             out["placementStrategy"] = placement_strategy(params)
-    balancers = [(lb.get("targetGroupArn"), lb.get("containerName"), lb.get("containerPort")) for lb in service.get("loadBalancers") or []]
-    if balancers != [(params["target_groups"][color], params["container_name"], params["container_port"])]:
+
+    def balancers(found: list[dict[str, Any]]) -> list[tuple]:
+        return sorted((lb.get("targetGroupArn"), lb.get("containerName"), lb.get("containerPort")) for lb in found)
+
+    if balancers(service.get("loadBalancers") or []) != balancers(load_balancers(params, color)):
         out["loadBalancers"] = load_balancers(params, color)
     return out
 

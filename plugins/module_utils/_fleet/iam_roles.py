@@ -7,6 +7,11 @@ Policy documents are compared with amazon.aws's `compare_policies`, so key order
 or as a list, and the like are no drift. Inline policies the module is not given are left alone: another tool may
 own them. An instance profile is created and given its role, never deleted. IAM cannot change a role's or a
 profile's path: a path that differs fails before any write.
+
+A role the module creates carries the ownership tag (OWNER_TAG); a role of the same name without it belongs to
+someone else and is changed only with `adopt` (which tags it). The permissions boundary is converged only when one
+is given: the default leaves a boundary someone else set. Trust policies anyone could assume through, and admin-like
+managed or inline policies, are refused before the first call (`grant_errors`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ _POLICY_NAME = re.compile(r"^[\w+=,.@-]{1,128}$")
 _PATH = re.compile(r"^/([\x21-\x7e]*/)?$")
 _POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(aws|\d{12}):policy/")
 _DESCRIPTION_MAX = 1000
+# The tag that marks a role as this collection's: without it a role of the same name is someone else's.
+OWNER_TAG = "inferops:managed-by"
+OWNER_VALUE = "inferops.triton_ecs.iam_roles"
+# AWS managed policies that grant (nearly) everything, or the power to grant it: no fleet role needs one.
+_ADMIN_LIKE = re.compile(
+    r"^arn:aws[a-z-]*:iam::aws:policy/(.*/)?(AdministratorAccess[\w-]*|PowerUserAccess|IAMFullAccess|SystemAdministrator)$"
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,60 @@ def _policy_error(field: str, document: Any) -> str | None:
     return None
 
 
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _allow_statements(document: Any) -> list[tuple[int, dict[str, Any]]]:
+    statements = document.get("Statement") if isinstance(document, dict) else None
+    return [(i, st) for i, st in enumerate(_as_list(statements or [])) if isinstance(st, dict) and st.get("Effect") == "Allow"]
+
+
+def _wildcard(value: Any) -> bool:
+    return isinstance(value, str) and "*" in value
+
+
+def trust_errors(field: str, document: Any) -> list[str]:
+    """A trust policy that lets anyone, or any action, in: Principal "*" (or an AWS "*"), NotPrincipal, Action with
+    a wildcard, NotAction - in an Allow statement. Deny statements are guards and may say what they like."""
+    errors = []
+    for i, statement in _allow_statements(document):
+        where = f"{field}.Statement[{i}]"
+        principal = statement.get("Principal")
+        values = [v for kind in (principal.values() if isinstance(principal, dict) else [principal]) for v in _as_list(kind)]
+        if any(v == "*" for v in values):
+            errors.append(
+                f"{where}.Principal is {principal!r}: anyone could assume the role; name the principal, e.g. "
+                '{"Service": "ecs-tasks.amazonaws.com"} or {"AWS": "arn:aws:iam::<account>:role/<name>"}'
+            )
+        if "NotPrincipal" in statement:
+            errors.append(f"{where} allows with NotPrincipal (everyone but the ones named): name the principal under Principal instead")
+        if "NotAction" in statement:
+            errors.append(f"{where} allows with NotAction (every action but the ones named): list the actions, e.g. sts:AssumeRole")
+        wild = [a for a in _as_list(statement.get("Action")) if _wildcard(a)]
+        if wild:
+            errors.append(f"{where}.Action {wild!r} is a wildcard: list the actions, e.g. sts:AssumeRole (and sts:TagSession)")
+    return errors
+
+
+def grant_errors(field: str, document: Any) -> list[str]:
+    """An identity policy that grants like an administrator: an Allow of every action (or of every IAM action, the
+    power to grant oneself the rest), or of everything but some (NotAction), on every resource."""
+    errors = []
+    for i, statement in _allow_statements(document):
+        where = f"{field}.Statement[{i}]"
+        actions = [str(a).lower() for a in _as_list(statement.get("Action"))]
+        everywhere = "*" in _as_list(statement.get("Resource")) or "NotResource" in statement
+        if "NotAction" in statement and everywhere:
+            errors.append(f"{where} allows every action but {statement['NotAction']!r} on every resource: list the actions it needs")
+        elif everywhere and any(a in ("*", "*:*", "iam:*") for a in actions):
+            errors.append(
+                f"{where} allows {statement.get('Action')!r} on every resource, as an administrator: list the actions and "
+                "resources the role needs (docs/iam.md)"
+            )
+    return errors
+
+
 def _role_errors(index: int, role: dict[str, Any]) -> list[str]:
     where = f"roles[{index}]"
     errors = []
@@ -56,8 +122,7 @@ def _role_errors(index: int, role: dict[str, Any]) -> list[str]:
     if not isinstance(name, str) or not ROLE_NAME.match(name):
         errors.append(f"{where}.name {name!r}: a role name is 1-64 letters, digits and +=,.@_-, e.g. triton-task")
     error = _policy_error(f"{where}.trust_policy", role.get("trust_policy"))
-    if error:
-        errors.append(error)
+    errors += [error] if error else trust_errors(f"{where}.trust_policy", role.get("trust_policy"))
     description = role.get("description")
     if description is not None and (not isinstance(description, str) or len(description) > _DESCRIPTION_MAX):
         errors.append(f"{where}.description {description!r}: a description is text of at most {_DESCRIPTION_MAX} characters")
@@ -67,6 +132,11 @@ def _role_errors(index: int, role: dict[str, Any]) -> list[str]:
                 f"{where}.managed_policies: {arn!r} is not a managed policy ARN; give arn:aws:iam::aws:policy/<name> or "
                 "arn:aws:iam::<account>:policy/<name>"
             )
+        elif _ADMIN_LIKE.match(arn):
+            errors.append(
+                f"{where}.managed_policies: {arn} grants (nearly) every action or the power to grant them: attach the "
+                "policies the role needs instead (docs/iam.md)"
+            )
     inline = role.get("inline_policies") or {}
     if not isinstance(inline, dict):
         return [*errors, f"{where}.inline_policies is {inline!r}: give a dict of policy name -> policy document"]
@@ -74,8 +144,7 @@ def _role_errors(index: int, role: dict[str, Any]) -> list[str]:
         if not _POLICY_NAME.match(str(policy_name)):
             errors.append(f"{where}.inline_policies: name {policy_name!r}: a policy name is 1-128 letters, digits and +=,.@_-")
         error = _policy_error(f"{where}.inline_policies.{policy_name}", document)
-        if error:
-            errors.append(error)
+        errors += [error] if error else grant_errors(f"{where}.inline_policies.{policy_name}", document)
     return errors
 
 
@@ -93,14 +162,17 @@ def validate(params: dict[str, Any]) -> list[str]:
     path = params.get("path")
     if not isinstance(path, str) or not _PATH.match(path):
         errors.append(f"path {path!r}: an IAM path starts and ends with /, e.g. / or /triton/")
-    boundary = params.get("permissions_boundary") or ""
+    boundary = params.get("permissions_boundary")
     if boundary and not _POLICY_ARN.match(boundary):
         errors.append(
-            f'permissions_boundary {boundary!r}: give a managed policy ARN (arn:aws:iam::<account>:policy/<name>), or "" for none'
+            f"permissions_boundary {boundary!r}: give a managed policy ARN (arn:aws:iam::<account>:policy/<name>), "
+            'leave it unset to keep the boundary a role has, or "" to remove it'
         )
     for key, value in (params.get("tags") or {}).items():
         if not isinstance(value, str):
             errors.append(f"tags.{key} is {value!r}: tag values are strings; quote it")
+        if key == OWNER_TAG:
+            errors.append(f"tags.{key}: the module sets this tag on the roles it owns; drop it from tags (adopt takes a role over)")
     return errors + key_errors(params.get("tags"))
 
 
@@ -111,13 +183,21 @@ def wanted_role(params: dict[str, Any], role: dict[str, Any]) -> dict[str, Any]:
         "path": params.get("path") or "/",
         "trust_policy": role["trust_policy"],
         "description": role.get("description"),
-        "permissions_boundary": params.get("permissions_boundary") or "",
+        # None: leave the boundary as it is (a new role gets none); "" removes it; an ARN puts it.
+        "permissions_boundary": params.get("permissions_boundary"),
         "managed_policies": list(role.get("managed_policies") or []),
         "inline_policies": dict(role.get("inline_policies") or {}),
         "instance_profile": bool(role.get("instance_profile")),
-        "tags": as_strings(params.get("tags")),
-        "purge_tags": params.get("purge_tags", True),
+        "adopt": bool(role.get("adopt")),
+        # The ownership tag always; without `tags` the role's other tags are left alone.
+        "tags": {**(as_strings(params.get("tags")) or {}), OWNER_TAG: OWNER_VALUE},
+        "purge_tags": params.get("purge_tags", True) and params.get("tags") is not None,
     }
+
+
+def owned(role: dict[str, Any]) -> bool:
+    """Whether a role (as IAM describes it) carries this collection's ownership tag."""
+    return _iam.tags_of(role).get(OWNER_TAG) == OWNER_VALUE
 
 
 def _boundary_of(role: dict[str, Any]) -> str:
@@ -131,7 +211,7 @@ def _role_writes(role: dict[str, Any], wanted: dict[str, Any]) -> list[Write]:
         writes.append(Write("update_trust_policy", value=wanted["trust_policy"]))
     if wanted["description"] is not None and role.get("Description", "") != wanted["description"]:
         writes.append(Write("update_description", value=wanted["description"]))
-    if _boundary_of(role) != wanted["permissions_boundary"]:
+    if wanted["permissions_boundary"] is not None and _boundary_of(role) != wanted["permissions_boundary"]:
         if wanted["permissions_boundary"]:
             writes.append(Write("put_permissions_boundary", wanted["permissions_boundary"], wanted["permissions_boundary"]))
         else:
@@ -162,7 +242,8 @@ def _profile_writes(profile: dict[str, Any] | None, wanted: dict[str, Any]) -> l
 def plan(current: dict[str, Any], wanted: dict[str, Any]) -> list[Write]:
     """The writes that bring one role to `wanted`, in order. `current` is what `read_role` found.
 
-    Raises InputError for what IAM cannot change in place (a role's or its profile's path); no write is planned then.
+    Raises InputError for what IAM cannot change in place (a role's or its profile's path), and for a role of that
+    name that is someone else's (no ownership tag) unless `adopt` is set; no write is planned then.
     """
     role = current.get("role")
     name = wanted["name"]
@@ -170,6 +251,14 @@ def plan(current: dict[str, Any], wanted: dict[str, Any]) -> list[Write]:
     if role is None:
         writes.append(Write("create_role"))
     else:
+        if not wanted["adopt"] and not owned(role):
+            would = [str(w) for w in plan(current, {**wanted, "adopt": True}) if w.action != "tag_role" or w.subject != OWNER_TAG]
+            raise InputError(
+                f"role {name} exists and is not this collection's (no tag {OWNER_TAG}={OWNER_VALUE}): it may belong to "
+                f"someone else, so it is left as it is. Taking it over would make these writes: {', '.join(would) or 'none but the tag'}. "
+                f"Give roles[].adopt: true for {name} to take it over (role fleet_iam: fleet_iam_adopt_roles: true), "
+                "or choose another role name"
+            )
         if role.get("Path", "/") != wanted["path"]:
             raise InputError(
                 f"role {name} has path {role.get('Path')!r}, not {wanted['path']!r}, and IAM cannot move a role: "
@@ -217,7 +306,9 @@ def summary_after(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, 
     return {
         "trust_policy": wanted["trust_policy"],
         "description": description,
-        "permissions_boundary": wanted["permissions_boundary"],
+        "permissions_boundary": before.get("permissions_boundary", "")
+        if wanted["permissions_boundary"] is None
+        else wanted["permissions_boundary"],
         "managed_policies": sorted(wanted["managed_policies"]),
         "inline_policies": dict(sorted(inline.items())),
         "tags": plan_tags(before.get("tags", {}), wanted["tags"], wanted["purge_tags"]).after,
@@ -247,7 +338,7 @@ def apply(iam: Any, wanted: dict[str, Any], writes: list[Write]) -> str | None:
         if write.action == "create_role":
             wanted_tags = wanted["tags"] or {}
             role = _iam.create_role(
-                iam, name, wanted["path"], wanted["trust_policy"], wanted["description"], wanted["permissions_boundary"], wanted_tags
+                iam, name, wanted["path"], wanted["trust_policy"], wanted["description"], wanted["permissions_boundary"] or "", wanted_tags
             )
             created = role["Arn"]
         elif write.action == "update_trust_policy":

@@ -15,6 +15,7 @@ from typing import Any
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import iam as _iam
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import identity as _identity
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import preflight_inputs as _inputs
 
 # The markers inventories/example uses for every value you must replace (docs/dry_run.md lists them).
 DEFAULT_MARKERS = {
@@ -44,11 +45,14 @@ def leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 
 def marker_in(value: Any, markers: dict[str, str]) -> str | None:
-    """What the first marker found in a string value stands for, or None."""
+    """What the first marker found in a value stands for, or None. Whole numbers count as their digits: an unquoted
+    111111111111 (YAML, or any INI value Ansible reads as a number) is still the example account."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
     if not isinstance(value, str):
         return None
     for pattern, meaning in markers.items():
-        if re.search(pattern, value):
+        if _inputs.bounded_search(pattern, value):
             return meaning
     return None
 
@@ -88,12 +92,29 @@ def find_placeholders(
                 present, value = value_at(effective[top], variable[len(top) :].lstrip("."))
                 if not present or marker_in(value, markers) is None:
                     continue
-            found.append({"variable": variable, "file": file, "value": raw, "marker": meaning})
+            # A secret-looking variable's value is never returned or printed, placeholder or not.
+            hidden = _inputs.is_secret_path(variable)
+            found.append({"variable": variable, "file": file, "value": _inputs.HIDDEN if hidden else raw, "marker": meaning})
     return found
 
 
 def placeholder_message(finding: dict[str, str]) -> str:
-    return f"{finding['variable']} = {finding['value']!r} in {finding['file']}: {finding['marker']}, replace it with yours"
+    value = finding["value"] if finding["value"] == _inputs.HIDDEN else repr(finding["value"])
+    return f"{finding['variable']} = {value} in {finding['file']}: {finding['marker']}, replace it with yours"
+
+
+def placeholders_in_force(values: dict[str, Any] | None, reported: set[str], markers: dict[str, str]) -> list[str]:
+    """Placeholders in the values the play sees that no inventory file showed (an inventory the preflight could not
+    read, such as a script, or -e): one problem each, the variable named, a secret's value not shown."""
+    problems = []
+    for variable, value in leaves(values or {}, ""):
+        meaning = marker_in(value, markers)
+        if meaning and re.split(r"[.\[]", variable, maxsplit=1)[0] not in reported:
+            problems.append(
+                f"{variable} = {_inputs.shown(variable, value)} (from an inventory source the preflight could not read, or "
+                f"-e): {meaning}, replace it with yours"
+            )
+    return problems
 
 
 # ---------------------------------------------------------------- pure: settings
@@ -118,10 +139,10 @@ def check_settings(settings: list[dict[str, Any]]) -> list[str]:
             continue
         pattern = setting.get("pattern")
         items = value if isinstance(value, list) else [value]
-        bad = [item for item in items if pattern and not re.search(pattern, str(item))]
+        bad = [item for item in items if pattern and not _inputs.bounded_search(pattern, str(item))]
         if bad:
             shown = bad if isinstance(value, list) else bad[0]
-            problems.append(f"{name} is {shown!r}: {fix}")
+            problems.append(f"{name} is {_inputs.HIDDEN if _inputs.is_secret_path(name) else repr(shown)}: {fix}")
     return problems
 
 
@@ -133,7 +154,7 @@ def check_agreements(agreements: list[dict[str, Any]]) -> list[str]:
     for agreement in agreements:
         given = {name: value for name, value in agreement["values"].items() if not _missing(value)}
         if len({json.dumps(value, sort_keys=True) for value in given.values()}) > 1:
-            named = ", ".join(f"{name} = {value!r}" for name, value in given.items())
+            named = ", ".join(f"{name} = {_inputs.shown(name, value)}" for name, value in given.items())
             problems.append(f"{agreement['what']} differs: {named}: {agreement['fix']}")
     return problems
 
@@ -159,6 +180,38 @@ def principal_arn(caller_arn: str) -> str:
         partition, account, role = match.groups()
         return f"arn:{partition}:iam::{account}:role/{role}"
     return caller_arn
+
+
+# The instance that stands for every instance in the status-write simulation (the id is the shape AWS documents).
+SAMPLE_INSTANCE_ID = "i-0123456789abcdef0"
+
+
+def status_write_request(caller_arn: str, region: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """What a model agent's status write looks like to IAM: the instance role, s3:PutObject on the status object of
+    one instance, and the request context key ec2:SourceInstanceARN that AWS sets on requests signed with the role
+    credentials of that instance (docs/iam.md, 'The status write')."""
+    partition, account = caller_arn.split(":")[1], caller_arn.split(":")[4]
+    path = "/" + (spec.get("role_path") or "/").strip("/") + "/" if (spec.get("role_path") or "/").strip("/") else "/"
+    prefix = (spec.get("prefix") or "").strip("/")
+    key = f"{prefix + '/' if prefix else ''}status/{spec['application']}/{SAMPLE_INSTANCE_ID}.json"
+    return {
+        "principal": f"arn:{partition}:iam::{account}:role{path}{spec['role_name']}",
+        "action": "s3:PutObject",
+        "resource": f"arn:{partition}:s3:::{spec['bucket']}/{key}",
+        "context": {"ec2:SourceInstanceARN": f"arn:{partition}:ec2:{region or 'us-east-1'}:{account}:instance/{SAMPLE_INSTANCE_ID}"},
+    }
+
+
+def status_write_problem(request: dict[str, Any], evaluation_results: list[dict[str, Any]]) -> str:
+    """'' when the simulator allows the status write; else the problem with its fix."""
+    if evaluation_results and all(r.get("EvalDecision") == "allowed" for r in evaluation_results):
+        return ""
+    decision = ", ".join(sorted({str(r.get("EvalDecision")) for r in evaluation_results})) or "no answer"
+    return (
+        f"the instance role {request['principal']} may not write its status object {request['resource']} with "
+        f"ec2:SourceInstanceARN={request['context']['ec2:SourceInstanceARN']} (IAM policy simulator: {decision}): no "
+        "release would ever converge; render its policy with roles/fleet_iam (statement ModelAgentOwnStatus, docs/iam.md)"
+    )
 
 
 def denied_actions(evaluation_results: list[dict[str, Any]]) -> list[str]:
@@ -206,15 +259,41 @@ def shown_path(path: Path, base_dir: str | None) -> str:
 
 
 def run(params: dict[str, Any], documents: list[tuple[str, Any]], sts: Any, iam: Any | None) -> dict[str, Any]:
-    """Collects every problem; `sts` is None when the credentials could not be set up (the reason is in params)."""
+    """Collects every problem; `sts` is None when the credentials could not be set up (the reason is in params).
+
+    Bad options of its own (a marker or pattern that is no regular expression, or would backtrack without end; a
+    setting without name or fix) are the only problems reported then: the checks that would use them do not run."""
+    result: dict[str, Any] = {"region": params["region"], "account_id": params["account_id"], "caller": {}, "missing_permissions": []}
+    own = _inputs.input_problems(params)
+    if own:
+        return {**result, "placeholders": [], "problems": own}
+    try:
+        return _run(params, documents, sts, iam, result)
+    except _inputs.PatternTimeout as e:
+        return {
+            **result,
+            "placeholders": [],
+            "problems": [
+                f"the pattern {e.args[0]!r} took more than {_inputs.MATCH_TIMEOUT_S:g} s on one value: simplify it (a "
+                "character class repeated once, anchored with ^ and $)"
+            ],
+        }
+
+
+def _run(params: dict[str, Any], documents: list[tuple[str, Any]], sts: Any, iam: Any | None, result: dict[str, Any]) -> dict[str, Any]:
     markers = params["markers"] or DEFAULT_MARKERS
     placeholders = find_placeholders(documents, markers, params.get("values"))
     problems = [placeholder_message(p) for p in placeholders]
     # A setting that is still a placeholder is reported once, as a placeholder.
     reported = {re.split(r"[.\[]", p["variable"], maxsplit=1)[0] for p in placeholders}
+    problems += placeholders_in_force(params.get("values"), reported | _variables_of(documents), markers)
     problems += check_settings([s for s in params["settings"] if s["name"] not in reported])
     problems += check_agreements(params.get("agreements") or [])
-    result: dict[str, Any] = {"region": params["region"], "account_id": params["account_id"], "caller": {}, "missing_permissions": []}
+    # The account id itself: empty or malformed, the account check below could not run (unless a setting checks it).
+    checked = {s["name"] for s in params["settings"] if s.get("applies", True)} | reported
+    account_problem_found = _inputs.account_id_problem(params["account_id"], marker_in(params["account_id"], markers) is not None)
+    if account_problem_found and "aws_account_id" not in checked:
+        problems.append(account_problem_found)
     if params.get("credentials_problem"):
         problems.append(params["credentials_problem"])
     elif sts is not None:
@@ -243,6 +322,38 @@ def run(params: dict[str, Any], documents: list[tuple[str, Any]], sts: Any, iam:
                         f"{principal} may not call {', '.join(result['missing_permissions'])} (IAM policy simulator, on "
                         "resource '*'): add them to its policy (docs/iam.md)"
                     )
+                if params.get("status_write"):
+                    request = status_write_request(caller["Arn"], params["region"], params["status_write"])
+                    try:
+                        answer = _iam.simulate_with_context(
+                            iam, request["principal"], request["action"], request["resource"], request["context"]
+                        )
+                    except (BotoCoreError, ClientError) as e:
+                        problems.append(f"cannot simulate the status write of {request['principal']} ({error_code(e) or e})")
+                    else:
+                        problem = status_write_problem(request, answer)
+                        result["status_write_allowed"] = not problem
+                        if problem:
+                            problems.append(problem)
     result["placeholders"] = placeholders
     result["problems"] = problems
     return result
+
+
+def _variables_of(documents: list[tuple[str, Any]]) -> set[str]:
+    """The variables the inventory files set (keys at any depth: a YAML inventory nests them under all.vars or a
+    host): a placeholder in force there was reported with its file."""
+    names: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            names.update(str(key) for key in value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for _file, document in documents:
+        walk(document)
+    return names

@@ -36,7 +36,7 @@ _DESCRIPTION = re.compile(r"^[A-Za-z0-9 ._\-:/()#,@\[\]+=&;{}!$*]*$")
 # The option paths of the fleet's groups and subnets, as the module names them in errors (preflight names inventory
 # variables instead).
 NETWORK_NAMES = {f"{side}.{key}": f"network.{side}.{key}" for side in SIDES for key in ("security_groups", "subnets")}
-NETWORK_NAMES.update(http_port="network.http_port", metrics_port="network.metrics_port")
+NETWORK_NAMES.update(http_port="network.http_port", metrics_port="network.metrics_port", grpc_port="network.grpc_port")
 _SIDE_WORDS = {"load_balancer": "the load balancer's", "instances": "the container instances'", "tasks": "the tasks'"}
 
 
@@ -131,6 +131,10 @@ def network_errors(network: dict[str, Any], names: dict[str, str] | None = None)
     errors += _port_errors(names["metrics_port"], network.get("metrics_port"))
     if not errors and network["http_port"] == network["metrics_port"]:
         errors.append(f"{names['metrics_port']} is {network['metrics_port']}: Triton's metrics port differs from its HTTP port")
+    if network.get("grpc_port") is not None:
+        errors += _port_errors(names["grpc_port"], network["grpc_port"])
+        if network["grpc_port"] in (network.get("http_port"), network.get("metrics_port")):
+            errors.append(f"{names['grpc_port']} is {network['grpc_port']}: Triton's gRPC port differs from its HTTP and metrics ports")
     return errors
 
 
@@ -186,11 +190,14 @@ def validate(params: dict[str, Any]) -> list[str]:
 
 
 def fleet_rules(network: dict[str, Any]) -> list[Rule]:
-    """The rules of the fleet's paths: load balancer -> tasks on HTTP; container instances (the model agent) -> tasks
-    on HTTP and metrics. Each as ingress on the task group and egress on the other side's group."""
+    """The rules of the fleet's paths: load balancer -> tasks on HTTP (and gRPC, when the fleet has a gRPC route);
+    container instances (the model agent) -> tasks on HTTP and metrics. Each as ingress on the task group and egress
+    on the other side's group."""
     tasks = network["tasks"]
     http, metrics = network["http_port"], network["metrics_port"]
     paths = [("load_balancer", http, "load balancer to Triton HTTP")]
+    if network.get("grpc_port") is not None:
+        paths.append(("load_balancer", network["grpc_port"], "load balancer to Triton gRPC"))
     paths += [("instances", http, "model agent to Triton HTTP"), ("instances", metrics, "model agent to Triton metrics")]
     rules = []
     for task_group in tasks["security_groups"]:

@@ -29,8 +29,17 @@ _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?$")
 _VPC = re.compile(r"^vpc-[0-9a-f]+$")
 # HTTP codes as the ALB takes them: 200, 200,202 or 200-299.
 _MATCHER = re.compile(r"^\d{3}(?:[-,]\d{3})*$")
+# gRPC status codes as the ALB takes them (protocol version GRPC): 0, 0,12 or 0-99.
+_GRPC_MATCHER = re.compile(r"^\d{1,2}(?:[-,]\d{1,2})*$")
+PROTOCOL_VERSIONS = ("HTTP1", "HTTP2", "GRPC")
 # Fields AWS cannot change on an existing target group: option -> describe_target_groups key.
-IMMUTABLE = {"protocol": "Protocol", "port": "Port", "vpc_id": "VpcId", "target_type": "TargetType"}
+IMMUTABLE = {
+    "protocol": "Protocol",
+    "protocol_version": "ProtocolVersion",
+    "port": "Port",
+    "vpc_id": "VpcId",
+    "target_type": "TargetType",
+}
 # Health check option -> create/modify_target_group argument (also the describe key); matcher is Matcher.HttpCode.
 HEALTH_CHECK = {
     "protocol": "HealthCheckProtocol",
@@ -76,7 +85,20 @@ def validate(params: dict[str, Any]) -> list[str]:
     if isinstance(interval, int) and isinstance(timeout, int) and timeout >= interval:
         errors.append(f"health_check.timeout_s is {timeout}: it must be less than health_check.interval_s ({interval})")
     matcher = health_check.get("matcher")
-    if not _MATCHER.match(str(matcher or "")):
+    version = params.get("protocol_version", "HTTP1")
+    if version not in PROTOCOL_VERSIONS:
+        errors.append(f"protocol_version is {version!r}: one of {', '.join(PROTOCOL_VERSIONS)} (GRPC for Triton's gRPC port)")
+    elif version == "GRPC":
+        if params.get("protocol") != "HTTP" and params.get("protocol") != "HTTPS":
+            errors.append(f"protocol is {params.get('protocol')!r}: a GRPC target group is HTTP or HTTPS")
+        if isinstance(path, str) and path.startswith("/v2/"):
+            errors.append(
+                f"health_check.path is {path!r}, an HTTP path: with protocol_version GRPC give a gRPC method, "
+                "e.g. /inference.GRPCInferenceService/ServerReady"
+            )
+        if not _GRPC_MATCHER.match(str(matcher or "")):
+            errors.append(f"health_check.matcher is {matcher!r}: with protocol_version GRPC, gRPC status codes such as 0, 0,12 or 0-99")
+    elif not _MATCHER.match(str(matcher or "")):
         errors.append(f"health_check.matcher is {matcher!r}: HTTP codes such as 200, 200,202 or 200-299")
     errors += attribute_errors(params.get("attributes") or {})
     return errors + key_errors(params.get("tags"), reserved=(COLOR_TAG,))
@@ -97,28 +119,47 @@ def wanted_health_check(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def matcher_key(protocol_version: str | None) -> str:
+    """Matcher.GrpcCode for a GRPC target group, Matcher.HttpCode otherwise."""
+    return "GrpcCode" if protocol_version == "GRPC" else "HttpCode"
+
+
 def health_check_of(group: dict[str, Any]) -> dict[str, Any]:
     """The health check of a target group as describe_target_groups returns it, in the module's terms."""
     found = {key: group.get(api) for key, api in HEALTH_CHECK.items()}
-    found["matcher"] = (group.get("Matcher") or {}).get("HttpCode")
+    found["matcher"] = (group.get("Matcher") or {}).get(matcher_key(group.get("ProtocolVersion")))
     return found
 
 
-def health_check_fields(health_check: dict[str, Any]) -> dict[str, Any]:
+def health_check_fields(health_check: dict[str, Any], protocol_version: str = "HTTP1") -> dict[str, Any]:
     """create/modify_target_group arguments for these health check settings."""
     fields = {HEALTH_CHECK[key]: value for key, value in health_check.items() if key in HEALTH_CHECK}
     if "matcher" in health_check:
-        fields["Matcher"] = {"HttpCode": health_check["matcher"]}
+        fields["Matcher"] = {matcher_key(protocol_version): health_check["matcher"]}
     return fields
+
+
+def wanted_fixed(params: dict[str, Any]) -> dict[str, Any]:
+    """The IMMUTABLE fields asked for (protocol_version HTTP1 unless given)."""
+    return {key: params.get(key, "HTTP1") if key == "protocol_version" else params[key] for key in IMMUTABLE}
+
+
+def fixed_of(group: dict[str, Any]) -> dict[str, Any]:
+    """The IMMUTABLE fields of an existing group (a group that reports no protocol version is HTTP1, as AWS reports
+    it; moto leaves it out of a group created without one)."""
+    found = {key: group.get(api) for key, api in IMMUTABLE.items()}
+    found["protocol_version"] = found["protocol_version"] or "HTTP1"
+    return found
 
 
 def immutable_errors(color: str, group: dict[str, Any], params: dict[str, Any]) -> list[str]:
     """The fields an existing group has otherwise than asked that AWS cannot change."""
     errors = []
-    for key, api in IMMUTABLE.items():
-        if group.get(api) != params[key]:
+    wanted, found = wanted_fixed(params), fixed_of(group)
+    for key in IMMUTABLE:
+        if found[key] != wanted[key]:
             errors.append(
-                f"{key}: target group {group['TargetGroupName']} ({color}) has {group.get(api)!r}, asked for {params[key]!r}; "
+                f"{key}: target group {group['TargetGroupName']} ({color}) has {found[key]!r}, asked for {wanted[key]!r}; "
                 "AWS cannot change it on an existing target group: give names a new name, or delete the group first"
             )
     return errors
@@ -171,7 +212,7 @@ def view(
     """The managed fields of one group (`fields` holds the IMMUTABLE ones), as the diff and the result show them."""
     return {
         "name": name,
-        **{key: fields[key] for key in IMMUTABLE},
+        **{key: fields.get(key) for key in IMMUTABLE},
         "health_check": health_check,
         "attributes": attributes,
         "tags": dict(sorted(tags.items())),
@@ -193,7 +234,7 @@ def plan_color(
     if group is None:
         # The health check and tags go with the create; the attributes are written right after it.
         tag_plan = plan_tags({}, tag_wanted, purge)
-        after = view(name, params, health_check, wanted_attributes, tag_plan.after)
+        after = view(name, wanted_fixed(params), health_check, wanted_attributes, tag_plan.after)
         return ColorPlan(color, name, arn=None, create=True, attributes=wanted_attributes, tags=tag_plan, after=after)
     current_health_check = health_check_of(group)
     current_attributes = attributes or {}
@@ -208,12 +249,12 @@ def plan_color(
         tags=tag_plan,
         before=view(
             name,
-            {key: group.get(api) for key, api in IMMUTABLE.items()},
+            fixed_of(group),
             current_health_check,
             {k: current_attributes.get(k) for k in wanted_attributes},
             tag_plan.before,
         ),
-        after=view(name, params, health_check, wanted_attributes, tag_plan.after),
+        after=view(name, wanted_fixed(params), health_check, wanted_attributes, tag_plan.after),
     )
 
 
@@ -222,11 +263,12 @@ def create_fields(params: dict[str, Any], name: str) -> dict[str, Any]:
     return {
         "Name": name,
         "Protocol": params["protocol"],
+        "ProtocolVersion": params.get("protocol_version", "HTTP1"),
         "Port": params["port"],
         "VpcId": params["vpc_id"],
         "TargetType": params["target_type"],
         "HealthCheckEnabled": True,
-        **health_check_fields(wanted_health_check(params)),
+        **health_check_fields(wanted_health_check(params), params.get("protocol_version", "HTTP1")),
     }
 
 
@@ -268,7 +310,7 @@ def apply(elbv2: Any, params: dict[str, Any], plan: ColorPlan) -> str:
     if plan.create:
         arn = _elbv2.create_target_group(elbv2, create_fields(params, plan.name), plan.tags.to_set)["TargetGroupArn"]
     elif plan.health_check:
-        _elbv2.modify_target_group(elbv2, arn, health_check_fields(plan.health_check))
+        _elbv2.modify_target_group(elbv2, arn, health_check_fields(plan.health_check, params.get("protocol_version", "HTTP1")))
     if plan.attributes:
         _elbv2.modify_target_group_attributes(elbv2, arn, plan.attributes)
     if not plan.create and plan.tags.to_set:

@@ -50,7 +50,9 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
     CANARY,
     CURRENT,
     RECORD_NAMES,
-    parse_release,
+    broken_concerns,
+    parse_record,
+    recovery,
     release_key,
     release_models,
     render_status,
@@ -77,6 +79,19 @@ log = logging.getLogger("inferops-model-agent")
 
 # What a pass reports (and a boot attempt retries) rather than crashes on. ValueError: ManifestError, ReleaseError, bad JSON.
 AGENT_ERRORS = (BotoCoreError, ClientError, ModelStateError, TritonError, OSError, ValueError)
+
+
+INTROSPECTION_ATTEMPTS = 3  # within one pass, a second apart
+
+
+class IntrospectionDown(OSError):
+    """The ECS agent's introspection API did not answer within a pass."""
+
+
+def introspection_grace_s(config: dict[str, Any]) -> float:
+    """How long the ECS agent may not answer before the agent reports failed: longer than a restart of it (tens of
+    seconds) and than three polls."""
+    return max(120.0, 3.0 * config["poll_interval_s"])
 
 
 class BotocoreRetryingClient:
@@ -119,6 +134,9 @@ class ModelAgent:
         self.identity = identity
         self.etags: dict[str, str | None] = {}
         self.records: dict[str, dict[str, Any] | None] = {}
+        self.broken_records: dict[str, dict[str, Any] | None] = {}  # record name → {error, instances} of a broken one
+        self.last_status: dict[str, Any] | None = None  # written again, unjudged, while the ECS agent does not answer
+        self.introspection_down_since: float | None = None
         self.hydrated_at: str | None = None
         self.release: dict[str, Any] | None = None  # the instance's target (canary or current), last read
         self.hydrated_release: str | None = None  # the target whose versions were last all on disk, at hydrated_at
@@ -132,21 +150,35 @@ class ModelAgent:
     # -- the releases
 
     def _read_record(self, name: str) -> dict[str, Any] | None:
-        """A release record, read again only when its ETag changed (a HEAD per poll otherwise)."""
+        """A release record, read again only when its ETag changed (a HEAD per poll otherwise); a broken one is None
+        here and its error is in `self.broken` (`parse_record`)."""
         bucket, key = self.config["bucket"], release_key(self.config["prefix"], self.config["application"], name)
         head = _s3.head(self.s3, bucket, key)
         etag = head.get("ETag") if head else None
         if name in self.etags and self.etags[name] == etag:
             return self.records[name]
         raw = _s3.get_bytes(self.s3, bucket, key) if head else None
-        record = None if raw is None else parse_release(raw, self.config["application"], f"s3://{bucket}/{key}")
+        record, broken = (None, None) if raw is None else parse_record(raw, self.config["application"], f"s3://{bucket}/{key}")
         self.etags[name], self.records[name] = etag, record
+        self.broken_records[name] = broken
         return record
 
     def read_records(self) -> dict[str, dict[str, Any] | None]:
+        """Every record; a broken one counts as absent, and is reported (`record_errors`) where it may concern this
+        instance: one broken record never stops the others from being applied, at boot or while serving."""
         records = {name: self._read_record(name) for name in RECORD_NAMES}
         self.release = target_release(records[CURRENT], records[CANARY], self.identity["instance_id"])
+        for name, error in self.record_errors().items():
+            log.error("%s (%s); the other release records are applied", error, recovery(name))
         return records
+
+    def record_errors(self) -> dict[str, str]:
+        """{record name: why it is unusable and how to recover} for the broken records that may concern this instance."""
+        return {
+            name: f"{broken['error']}; {recovery(name)}"
+            for name, broken in sorted(self.broken_records.items())
+            if broken is not None and broken_concerns(name, broken, self.identity["instance_id"])
+        }
 
     def target(self) -> dict[str, Any] | None:
         """canary.json when it lists this instance, else current.json; None when the application has no release yet."""
@@ -175,6 +207,12 @@ class ModelAgent:
                 for future in [pool.submit(one, m, v) for m, v in missing]:
                     future.result()
         return self.synced(wanted)
+
+    def use_configs(self, target: dict[str, Any] | None) -> None:
+        """Each model's config.pbtxt in the store is that of the target's version (what a task outside a view loads)."""
+        for model, version in sorted(release_models(target).items()):
+            if _model_sync.use_config(self.config["host_path"], model, version):
+                log.info("%s/config.pbtxt is now version %s's (release %s)", model, version, target["release_id"] if target else None)
 
     def prune(self, wanted: dict[str, set[int]], serving: dict[str, set[int]]) -> None:
         """As model_sync prunes: keep the newest keep_versions, never a wanted, serving or view-linked version."""
@@ -209,7 +247,21 @@ class ModelAgent:
     # -- the Triton tasks
 
     def introspect(self) -> dict[str, Any]:
-        return json.loads(http_request(f"{self.config['introspection_url']}/v1/tasks"))
+        """The ECS agent's task listing, asked up to INTROSPECTION_ATTEMPTS times a second apart; IntrospectionDown
+        after that (an ECS agent restart: a transient, which the pass does not judge, see `reconcile`)."""
+        url = f"{self.config['introspection_url']}/v1/tasks"
+        for attempt in range(1, INTROSPECTION_ATTEMPTS + 1):
+            try:
+                listing = json.loads(http_request(url))
+                if not isinstance(listing, dict):
+                    raise ValueError(f"expected a JSON object, got {type(listing).__name__}")
+                self.introspection_down_since = None
+                return listing
+            except (OSError, ValueError) as err:
+                if attempt == INTROSPECTION_ATTEMPTS:
+                    raise IntrospectionDown(f"the ECS agent's introspection API ({url}) did not answer: {err}") from err
+                time.sleep(1)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def tasks(self, listing: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         c = self.config
@@ -288,7 +340,13 @@ class ModelAgent:
             self.hydrated_at,
         )
         status["hydration"] = self.hydration
+        status["record_errors"] = self.record_errors()
+        if CURRENT in status["record_errors"] and not status["last_error"]:
+            # current.json is what every task outside another record's binding serves: that is the instance's error
+            status["last_error"] = status["record_errors"][CURRENT]
+        status["transient"] = None
         self.write_status(status)
+        self.last_status = status
         return status
 
     # -- the three modes
@@ -303,6 +361,7 @@ class ModelAgent:
             log.info("no release record for application %s yet: nothing to hydrate", self.config["application"])
         meter = HydrationMeter(self.downloads)
         synced = self.sync(wanted)
+        self.use_configs(self.release)
         self.hydration = meter.figures()
         save_hydration(self.config["host_path"], self.hydration)
         self.build_views(views, {})
@@ -344,6 +403,7 @@ class ModelAgent:
             views = view_releases(records, self.identity["instance_id"], in_use)
             wanted = wanted_versions([*views.values(), self.release])
             synced = self.sync(wanted)
+            self.use_configs(self.release)
             self.mark_hydrated(self.release)
             tasks = self.tasks(listing)
             indexes, unreachable = self.probe(tasks)
@@ -364,9 +424,30 @@ class ModelAgent:
             return self.status(
                 "failed" if target_errors else "applying", last_error="; ".join(target_errors + unreachable) or None, **parts
             )
+        except IntrospectionDown as err:
+            return self.introspection_transient(str(err))
         except AGENT_ERRORS as err:  # pylint: disable=catching-non-exception  # a tuple of exception classes
             log.error("reconcile failed: %s", err)
             return self.status("failed", last_error=str(err))
+
+    def introspection_transient(self, reason: str) -> dict[str, Any]:
+        """The ECS agent did not answer (it restarts, or is updated): nothing about the tasks is known, so nothing is
+        judged. The last status is written again, unchanged but for `transient`, until the outage outlasts
+        `introspection_grace_s()`; then the pass reports failed."""
+        now = time.monotonic()
+        if self.introspection_down_since is None:
+            self.introspection_down_since = now
+        down_s = now - self.introspection_down_since
+        if down_s >= introspection_grace_s(self.config):
+            log.error("%s for %.0f s", reason, down_s)
+            return self.status("failed", last_error=f"{reason} for {down_s:.0f} s; check ecs.service on the instance")
+        log.warning("%s (%.0f s; a restart of the ECS agent is retried, not judged)", reason, down_s)
+        status = dict(self.last_status or {}, transient=reason, updated=utc_now())
+        if self.last_status is None:  # no pass has judged this instance yet
+            status = self.status("applying", last_error=None)
+            status["transient"] = reason
+        self.write_status(status)
+        return status
 
     def serve(self) -> None:
         while True:

@@ -8,7 +8,9 @@ Runs on the instance without Ansible, like the agent.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from typing import Any
 
 CONFIG_PATH = "/etc/inferops/model-agent.json"
@@ -39,18 +41,25 @@ DEFAULTS: dict[str, Any] = {
     "download_buffer_mib": 256,
 }
 REQUIRED = ("bucket", "application", "region")
-_INTEGERS = (
-    "poll_interval_s",
-    "keep_versions",
-    "triton_http_port",
-    "triton_metrics_port",
-    "boot_attempts",
-    "load_timeout_s",
-    "sync_threads",
-    "download_concurrency",
-    "download_part_mib",
-    "download_buffer_mib",
-)
+# Each integer key and its largest sensible value (a larger one is a typo that would overflow a sleep or exhaust memory).
+_INTEGERS = {
+    "poll_interval_s": 3600,
+    "keep_versions": 1000,
+    "triton_http_port": 65535,
+    "triton_metrics_port": 65535,
+    "boot_attempts": 1000,
+    "load_timeout_s": 86400,
+    "sync_threads": 256,
+    "download_concurrency": 1024,
+    "download_part_mib": 5120,
+    "download_buffer_mib": 1048576,
+}
+
+
+_STRINGS = ("prefix", "triton_container_name")
+_URLS = ("introspection_url", "imds_url", "endpoint_url", "autoscaling_endpoint_url")
+_OPTIONAL_URLS = ("endpoint_url", "autoscaling_endpoint_url")  # null: the region's AWS endpoints
+_APPLICATION = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
 class ConfigError(ValueError):
@@ -72,15 +81,34 @@ def parse_config(raw: bytes, where: str) -> dict[str, Any]:
     for key in REQUIRED:
         if not isinstance(config.get(key), str) or not config[key]:
             raise ConfigError(f"{where}: {key}={config.get(key)!r}; set it to a non-empty string")
-    for key in _INTEGERS:
-        if isinstance(config[key], bool) or not isinstance(config[key], int) or config[key] < 1:
-            raise ConfigError(f"{where}: {key}={config[key]!r}; expected a positive integer")
+    for key, largest in _INTEGERS.items():
+        if isinstance(config[key], bool) or not isinstance(config[key], int) or not 1 <= config[key] <= largest:
+            raise ConfigError(f"{where}: {key}={config[key]!r}; expected an integer from 1 to {largest}")
     if (
         isinstance(config["boot_retry_delay_s"], bool)
         or not isinstance(config["boot_retry_delay_s"], (int, float))
         or config["boot_retry_delay_s"] < 0
     ):
         raise ConfigError(f"{where}: boot_retry_delay_s={config['boot_retry_delay_s']!r}; expected seconds >= 0")
+    if not math.isfinite(config["boot_retry_delay_s"]) or config["boot_retry_delay_s"] > 3600:
+        raise ConfigError(f"{where}: boot_retry_delay_s={config['boot_retry_delay_s']!r}; expected seconds from 0 to 3600")
+    for key in _STRINGS:
+        if not isinstance(config[key], str):
+            raise ConfigError(f"{where}: {key}={config[key]!r}; expected a string")
+    for key in _URLS:
+        value = config[key]
+        if value is None and key in _OPTIONAL_URLS:
+            continue
+        if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"{where}: {key}={value!r}; expected an http:// or https:// URL" + (" or null" if key in _OPTIONAL_URLS else "")
+            )
+    if config["cluster"] is not None and (not isinstance(config["cluster"], str) or not config["cluster"]):
+        raise ConfigError(f"{where}: cluster={config['cluster']!r}; expected the ECS cluster's name, or null")
+    if not _APPLICATION.fullmatch(config["application"]):
+        raise ConfigError(
+            f"{where}: application={config['application']!r}; expected the ECS service family (1-255 letters, digits, '_', '-')"
+        )
     for key in ("smoke_inference", "mark_unhealthy_on_failed_boot"):
         if not isinstance(config[key], bool):
             raise ConfigError(f"{where}: {key}={config[key]!r}; expected true or false")
@@ -89,7 +117,7 @@ def parse_config(raw: bytes, where: str) -> dict[str, Any]:
             f"{where}: download_buffer_mib={config['download_buffer_mib']} is smaller than download_part_mib="
             f"{config['download_part_mib']}; it holds the parts waiting to be hashed: give it at least one part"
         )
-    if not os.path.isabs(str(config["host_path"])):
+    if not isinstance(config["host_path"], str) or not os.path.isabs(config["host_path"]) or "\0" in config["host_path"]:
         raise ConfigError(f"{where}: host_path={config['host_path']!r}; expected an absolute path (the model host path)")
     return config
 

@@ -106,7 +106,7 @@ def wait_converged(
         waited = now - start
         if any(v["failed"] for v in verdicts):
             raise RolloutError(laggard_message(verdicts, waited, status_url), verdicts)
-        if all(v["ok"] for v in verdicts):
+        if verdicts and all(v["ok"] for v in verdicts):  # no verdict at all (no instance) is no proof
             ok_since = now if ok_since is None else ok_since
             if now - ok_since >= bake_s:
                 return verdicts, waited

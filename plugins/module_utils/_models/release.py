@@ -216,6 +216,47 @@ def validate_release(record: Any, application: str, where: str) -> dict[str, Any
     return record
 
 
+def parse_record(raw: bytes, application: str, where: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(record, None) for a usable record; (None, broken) for one that is not, where broken is {error, instances}:
+    the error naming the record, and the instance ids it lists when they can still be read (None: unknown).
+
+    A broken record affects only what it names: the agent and the controller skip it where it cannot concern them (a
+    canary that lists other instances), name it where it can, and the recovery states remove or replace it.
+    """
+    try:
+        return parse_release(raw, application, where), None
+    except ReleaseError as err:
+        return None, {"error": str(err), "instances": _readable_instances(raw)}
+
+
+def _readable_instances(raw: bytes) -> list[str] | None:
+    """The `instances` of a broken record when they are a list of EC2 instance ids, else None (they cannot be read)."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    instances = record.get("instances") if isinstance(record, dict) else None
+    if not isinstance(instances, list) or not instances or not all(isinstance(i, str) and _INSTANCE_ID.fullmatch(i) for i in instances):
+        return None
+    return list(instances)
+
+
+def broken_concerns(name: str, broken: dict[str, Any], instance_id: str) -> bool:
+    """Whether a broken record may concern this instance: a canary only when it lists it (or its list is unreadable);
+    any other record, always (it binds task definitions the instance may run)."""
+    return name != CANARY or broken.get("instances") is None or instance_id in broken["instances"]
+
+
+def recovery(name: str) -> str:
+    """How to remove or replace a broken record of this name (docs/runbook.md, 'A broken release record')."""
+    return {
+        CANARY: "remove it with model_release state=canary_absent (or state=rolled_back)",
+        STANDBY: "remove it with model_release state=standby_absent (or playbooks/rollback_cutover.yml), then deploy again",
+        PREVIOUS: "replace it with the next promotion (model_release state=promoted or standby_promoted)",
+        CURRENT: "replace it with model_release state=rolled_back (current.json <- previous.json) or state=promoted",
+    }[name]
+
+
 def release_models(record: dict[str, Any] | None) -> dict[str, int]:
     """{model: version} of a validated record (empty for no record: a fresh application has no models yet)."""
     return {m["name"]: m["version"] for m in (record or {}).get("models", [])}

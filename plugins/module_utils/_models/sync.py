@@ -24,6 +24,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
@@ -178,14 +179,15 @@ def sync_version(
         steps, elsewhere = plan()  # again under the lock: another sync may have finished meanwhile
         result.update(downloaded=steps["download"], linked=steps["link"], kept=steps["keep"])
         result["downloaded_bytes"] = sum(files[p][0] for p in steps["download"])
-        # The config first: the version directory appears only once everything it needs is in place.
-        if read_raw(config_path) != config_bytes:
-            write_atomic(config_path, config_bytes)
         if needs_swap(steps):
+            # The model's config.pbtxt is what the serving version loads with (outside a view): it changes only once
+            # this version's files are verified, together with the version (`_stage_and_swap`), or not at all.
             with downloads_for(s3, downloads, download_settings) as fetcher:
                 result["redownloaded"] = _stage_and_swap(
-                    bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes, fetcher
+                    bucket, prefix, model, number, model_dir, files, steps, elsewhere, manifest_bytes, fetcher, config_bytes
                 )
+        elif read_raw(config_path) != config_bytes:
+            write_atomic(config_path, config_bytes)  # the version is complete: only its config was missing or other
         fsync_dir(model_dir)
     result["unexpected"] = unexpected_entries(model_dir, model)
     return result
@@ -217,8 +219,10 @@ def _stage_and_swap(
     elsewhere: dict[tuple[str, str], str],
     manifest_bytes: bytes,
     downloads: Downloads,
+    config_bytes: bytes,
 ) -> list[str]:
-    """Stage, verify, then put the version in place; returns the files re-downloaded because a local copy was corrupt."""
+    """Stage, verify, then put the config, the manifest and the version in place; returns the files re-downloaded
+    because a local copy was corrupt. A failure at any step leaves the config and the manifest as they were."""
     version_dir = os.path.join(model_dir, str(number))
     staging = tempfile.mkdtemp(dir=model_dir, prefix=f"{STAGING_PREFIX}{number}-")
     download = list(steps["download"])
@@ -254,20 +258,62 @@ def _stage_and_swap(
                 os.chmod(os.path.join(root, d), 0o755)
         os.chmod(staging, 0o755)
         fsync_dir(staging)
-        # The manifest before the directory: a version in place always has its record next to it.
-        write_atomic(os.path.join(model_dir, f"{number}{MANIFEST_SUFFIX}"), manifest_bytes)
-        if is_real_dir(version_dir) and exchange(staging, version_dir):
-            pass  # a repair: the new copy took the old one's place in one step; the old one is now at `staging`
-        else:
-            if is_real_dir(version_dir):
-                # This filesystem cannot exchange: the old copy goes out of sight just before the new one comes in.
-                remove_dir(model_dir, str(number))
-            os.rename(staging, version_dir)
-            staging = ""
+        # Everything verified: the config and the manifest before the directory (a version in place always has its
+        # record next to it), each put back as it was when a later step fails.
+        with (
+            _restored_on_failure(os.path.join(model_dir, CONFIG_FILE), config_bytes),
+            _restored_on_failure(os.path.join(model_dir, f"{number}{MANIFEST_SUFFIX}"), manifest_bytes),
+        ):
+            if is_real_dir(version_dir) and exchange(staging, version_dir):
+                pass  # a repair: the new copy took the old one's place in one step; the old one is now at `staging`
+            else:
+                if is_real_dir(version_dir):
+                    # This filesystem cannot exchange: the old copy goes out of sight just before the new one comes in.
+                    remove_dir(model_dir, str(number))
+                os.rename(staging, version_dir)
+                staging = ""
     finally:
         if staging:
             shutil.rmtree(staging, ignore_errors=True)
     return sorted(redownloaded)
+
+
+@contextlib.contextmanager
+def _restored_on_failure(path: str, data: bytes) -> Iterator[None]:
+    """Writes `data` at `path` (atomically, when it differs), and puts back what was there if the block fails."""
+    before = read_raw(path)
+    if before != data:
+        write_atomic(path, data)
+    try:
+        yield
+    except BaseException:
+        if before is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        elif before != data:
+            write_atomic(path, before)
+        raise
+
+
+def use_config(host_path: str, model: str, version: int) -> bool:
+    """Makes ``<model>/config.pbtxt`` the config of `version` (from its verified local manifest); True when it changed.
+
+    The model agent calls it for its target release: a task outside a view loads that version with this config, so
+    after a rollback the config is the rolled-back-to version's again, whatever a newer sync wrote.
+    """
+    check_model_name(model)
+    model_dir = os.path.join(host_path, model)
+    manifest = read_local_manifest(model_dir, model, version)
+    if manifest is None:
+        raise ManifestError(f"{model} version {version} is not complete in {host_path}; sync it before its config is used")
+    config_bytes = manifest["config"]["text"].encode()
+    config_path = os.path.join(model_dir, CONFIG_FILE)
+    if read_raw(config_path) == config_bytes:
+        return False
+    with model_lock(model_dir):
+        write_atomic(config_path, config_bytes)
+        fsync_dir(model_dir)
+    return True
 
 
 def prune_versions(host_path: str, model: str, keep: int, protect: list[int], check_mode: bool = False) -> dict[str, Any]:

@@ -372,7 +372,10 @@ class Downloads:
 
     def fetch_small(self, bucket: str, key: str, dest: str) -> tuple[int, str]:
         """One GET streamed into `dest` (hashed as it goes, fsynced); returns (size, sha256)."""
-        size, sha = _s3.download(self.s3, bucket, key, dest)
+        try:
+            size, sha = _s3.download(self.s3, bucket, key, dest)
+        except ClientError as err:
+            raise _named(err, bucket, key) from err
         self._count(size, ranged=False)
         return size, sha
 
@@ -423,6 +426,12 @@ class Downloads:
         head = _s3.head(self.s3, bucket, key)
         if head is None:
             raise TransferError(f"s3://{bucket}/{key} is missing; the version's files were deleted after publishing: republish it")
+        try:
+            return self._fetch_ranged(bucket, key, dest, size, head)
+        except ClientError as err:
+            raise _named(err, bucket, key) from err
+
+    def _fetch_ranged(self, bucket: str, key: str, dest: str, size: int, head: dict[str, Any]) -> tuple[int, str]:
         if head.get("ContentLength") != size:
             # The size the manifest gives: what verify_file compares; no range of a wrong-size object is fetched.
             return head.get("ContentLength", -1), ""
@@ -473,14 +482,23 @@ class Downloads:
         """
         small = [w for w in wanted if w[3] <= self.settings.part_bytes]
         large = [w for w in wanted if w[3] > self.settings.part_bytes]
+        failed = threading.Event()  # after the first failure (a 404, a wrong digest) no further file is started
 
         def one(name: str, key: str, dest: str) -> None:
-            size, sha = self.fetch_small(bucket, key, dest)
-            check(name, size, sha)
+            if failed.is_set():
+                return
+            try:
+                size, sha = self.fetch_small(bucket, key, dest)
+                check(name, size, sha)
+            except BaseException:
+                failed.set()
+                raise
 
         futures = [self._pool.submit(one, name, key, dest) for name, key, dest, _size in small]
         try:
             for name, key, dest, size in large:
+                if failed.is_set():
+                    break
                 got, sha = self.fetch_ranged(bucket, key, dest, size)
                 check(name, got, sha)
             wait(futures, return_when=FIRST_EXCEPTION)
@@ -493,6 +511,16 @@ class Downloads:
             wait(futures)
         for future in futures:
             future.result()
+
+
+def _named(err: ClientError, bucket: str, key: str) -> TransferError:
+    """A failed GET as an error that names the object and the fix (botocore's own message names neither)."""
+    code = error_code(err)
+    if code in ("NoSuchKey", "404", "NotFound"):
+        return TransferError(f"s3://{bucket}/{key} is missing (404); the version's files were deleted after publishing: republish it")
+    if code in ("PreconditionFailed", "412"):
+        return TransferError(f"s3://{bucket}/{key} was replaced while it was downloaded; a published version is immutable: republish it")
+    return TransferError(f"s3://{bucket}/{key}: GET failed ({code or err}); check the instance's s3:GetObject permission on it")
 
 
 @contextlib.contextmanager

@@ -9,7 +9,9 @@ Every pattern is matched whole (`fullmatch`): a `$` would let a trailing newline
 
 from __future__ import annotations
 
+import posixpath
 import re
+import shlex
 from typing import Any
 
 DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
@@ -19,6 +21,37 @@ SECRET_ARN = re.compile(r"arn:aws[a-z-]*:(ssm:[a-z0-9-]+:\d{12}:parameter/|secre
 ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
 # Environment variable names that say they hold a secret; their values belong in `secrets`.
 SECRET_LOOKING_NAME = re.compile(r"(?i).*(PASSW(OR)?D|SECRET|TOKEN|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|(^|_)KEY(_|$)).*")
+
+# Values that are credentials whatever the variable is called: AWS access key ids, AWS secret access keys (40
+# characters of base64 mixing cases and digits), private keys, URLs carrying a password, well-known token formats.
+CREDENTIAL_VALUES = (
+    ("an AWS access key id", re.compile(r"(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")),
+    ("an AWS secret access key", re.compile(r"(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40}")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*", re.S)),
+    ("a URL with a password", re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@\S+")),
+    (
+        "an access token",
+        re.compile(r"(hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{40,}|xox[abpr]-[\w-]{10,}|sk-[A-Za-z0-9_-]{32,})"),
+    ),
+)
+# tritonserver flags the image's entrypoint renders from the task definition (roles/triton_image
+# triton_entrypoint.py server_command): given again they would override the release's settings.
+RENDERED_TRITON_FLAGS = {
+    "--model-repository": "triton.model_repository (the release's model view)",
+    "--model-store": "triton.model_repository (the release's model view)",
+    "--model-control-mode": "triton.model_control_mode; explicit is what a staged release loads through",
+    "--repository-poll-secs": "nothing: polling loads whatever lands in the repository, around the staged release",
+    "--load-model": "triton.models (or the release's model view)",
+    "--http-port": "triton.http_port",
+    "--grpc-port": "triton.grpc_port",
+    "--metrics-port": "triton.metrics_port",
+    "--exit-timeout-secs": "triton.exit_timeout_s (the stop budget)",
+}
+# Host paths no task may mount: the host's kernel interfaces, devices, configuration, binaries, the Docker socket
+# and the ECS agent's state. "/" itself is refused; a path below it that is none of these is fine.
+SYSTEM_HOST_PATHS = ("/proc", "/sys", "/dev", "/etc", "/boot", "/root", "/run", "/var/run", "/var/lib/docker", "/var/lib/ecs",
+                     "/usr", "/bin", "/sbin", "/lib", "/lib64")  # fmt: skip
+ROOT_USER = re.compile(r"(root|0+)(:.*)?")
 
 # Ranges of the numbers AWS or Docker would reject (or that no GPU instance can honour).
 MAX_GPUS = 16
@@ -98,8 +131,84 @@ def check_environment_list(field: str, entries: Any) -> tuple[list[str], list[st
             errors.append(f"{field}[{i}]: needs exactly the keys name and value; give {{name: VAR, value: text}}")
             continue
         names.append(entry["name"])
+        kind = credential_in(entry.get("value"))
+        if kind:
+            errors.append(
+                f"{field}: {entry['name']} holds what looks like {kind} (value not shown), which a plain variable stores in "
+                "clear in the task definition; store it in SSM Parameter Store or Secrets Manager and give its ARN under "
+                "secrets (AWS credentials: drop them, the task role gives the task its own)"
+            )
     errors += check_env_names(field, names)
     return errors, secret_looking(field, names)
+
+
+def credential_in(value: Any) -> str | None:
+    """What kind of credential a plain value looks like (CREDENTIAL_VALUES), or None."""
+    if not isinstance(value, str):
+        return None
+    for kind, pattern in CREDENTIAL_VALUES:
+        if pattern.fullmatch(value.strip()):
+            return kind
+    return None
+
+
+def triton_flag_errors(field: str, args: list[Any]) -> list[str]:
+    """tritonserver flags that override the ones rendered from the task definition's options."""
+    errors = []
+    for arg in args:
+        flag = str(arg).split("=", 1)[0]
+        if flag in RENDERED_TRITON_FLAGS:
+            errors.append(
+                f"{field}: {arg!r} overrides a flag rendered from the options (a staged release depends on it); "
+                f"remove it and set {RENDERED_TRITON_FLAGS[flag]}"
+            )
+    return errors
+
+
+def extra_args_of(value: Any) -> list[str]:
+    """TRITON_EXTRA_ARGS as the entrypoint splits it; a value it cannot split is one argument."""
+    try:
+        return shlex.split(str(value))
+    except ValueError:
+        return [str(value)]
+
+
+def host_path_problem(path: Any) -> str | None:
+    """Why a host path must not be mounted into a task (SYSTEM_HOST_PATHS), or None."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    normal = posixpath.normpath("/" + path.lstrip("/"))
+    if normal == "/":
+        return "is the host's root"
+    for system in SYSTEM_HOST_PATHS:
+        if normal == system or normal.startswith(system + "/"):
+            return f"is {system}, a system path of the host"
+    return None
+
+
+def privilege_errors(field: str, container: dict[str, Any]) -> list[str]:
+    """Privileges a Triton task never needs: privileged mode, added capabilities, root, unconfined profiles.
+
+    GPUs come from resourceRequirements and pinned memory from the memlock ulimit; the image runs as triton-server."""
+    errors = []
+    if container.get("privileged"):
+        errors.append(
+            f"{field}.privileged: true gives the container the host's devices and kernel; remove it "
+            "(GPUs come from gpu_count, pinned memory from the memlock ulimit)"
+        )
+    linux = container.get("linuxParameters") if isinstance(container.get("linuxParameters"), dict) else {}
+    added = (linux.get("capabilities") or {}).get("add") if isinstance(linux.get("capabilities"), dict) else None
+    if added:
+        errors.append(f"{field}.linuxParameters.capabilities.add: {added!r} adds kernel capabilities Triton does not need; remove them")
+    user = container.get("user")
+    if user is not None and ROOT_USER.fullmatch(str(user).strip()):
+        errors.append(
+            f"{field}.user: {user!r} runs the container as root; remove it (the image runs as its own user) or give a uid above 0"
+        )
+    for option in container.get("dockerSecurityOptions") or []:
+        if "unconfined" in str(option):
+            errors.append(f"{field}.dockerSecurityOptions: {option!r} turns off a confinement profile; remove it")
+    return errors
 
 
 def check_env_names(field: str, names: list[Any]) -> list[str]:
@@ -159,6 +268,7 @@ def check_container(field: str, container: dict[str, Any], allowed_tags: list[st
         errors += check_image(f"{field}.image", container["image"], allowed_tags)
     env_errors, warnings = check_environment_list(f"{field}.environment", container.get("environment"))
     errors += env_errors
+    errors += privilege_errors(field, container)
     errors += check_secrets_list(f"{field}.secrets", container.get("secrets"))
     errors += check_range(f"{field}.cpu", container.get("cpu"), 0, MAX_CPU_UNITS, " units")
     for key in ("memory", "memoryReservation"):

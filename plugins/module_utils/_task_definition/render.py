@@ -15,6 +15,10 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definiti
 
 TRITON_CONTAINER = "triton"
 MODEL_VOLUME = "model-repository"
+# A task volume (no host path: ECS makes it per task) shared with the metrics sidecar: the entrypoint writes its
+# scrape target there, labelled with the task's service and colour.
+METRICS_TARGETS_VOLUME = "metrics-targets"
+METRICS_TARGET_FILE = "triton.json"
 # The image's entrypoint (roles/triton_image) on SIGTERM: drains up to drain_timeout_s, waits up to this long for the
 # models to unload, then forwards SIGTERM to tritonserver, which exits within --exit-timeout-secs.
 UNLOAD_BUDGET_S = 15
@@ -105,6 +109,8 @@ def triton_environment(triton: dict[str, Any], gpu_count: int, stop_timeout_s: i
         release["INFEROPS_MODEL_VIEW"] = "task-definition"
     if triton.get("release_id"):
         release["INFEROPS_RELEASE_ID"] = str(triton["release_id"])
+    if triton.get("metrics_target_dir"):
+        release["INFEROPS_METRICS_TARGET_FILE"] = f"{triton['metrics_target_dir'].rstrip('/')}/{METRICS_TARGET_FILE}"
     return {
         **release,
         # The entrypoint ends the container before ECS's SIGKILL would, whatever Triton is doing (a model load).
@@ -194,6 +200,11 @@ def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
         container["mountPoints"] = [
             {"sourceVolume": MODEL_VOLUME, "containerPath": triton.get("model_repository", "/models"), "readOnly": True}
         ]
+    if triton.get("metrics_target_dir"):
+        volumes.append({"name": METRICS_TARGETS_VOLUME})
+        container.setdefault("mountPoints", []).append(
+            {"sourceVolume": METRICS_TARGETS_VOLUME, "containerPath": triton["metrics_target_dir"].rstrip("/"), "readOnly": False}
+        )
     container = merge_overrides(container, params.get("container_overrides") or {})
 
     definition: dict[str, Any] = {

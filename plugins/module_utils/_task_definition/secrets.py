@@ -4,15 +4,20 @@
 
 `secrets` are logged on purpose: they are ARNs, never secret values - but a plain value given where an ARN belongs
 (refused by the validation) may be the secret itself, and so may the value of an environment variable whose name
-says secret (accepted with a warning). Ansible masks every string registered here wherever it appears in the
-result, `invocation.module_args` included, at any verbosity and with any callback.
+says secret (accepted with a warning), or that looks like a credential whatever its name (refused). Ansible masks
+every string registered here wherever it appears in the result, `invocation.module_args` included, at any verbosity
+and with any callback.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.checks import SECRET_ARN, SECRET_LOOKING_NAME
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.checks import (
+    SECRET_ARN,
+    SECRET_LOOKING_NAME,
+    credential_in,
+)
 
 # An accepted value shorter than this is not masked: Ansible masks every occurrence of the string in the whole result,
 # so a short value would garble ARNs and numbers in it. Such a variable is still named in the module's warning.
@@ -36,14 +41,17 @@ def _secret_entries(entries: Any) -> list[str]:
 
 
 def _secret_looking_env(entries: Any) -> list[str]:
-    """Values of environment variables whose names say secret, from a dict or an ECS {name, value} list."""
+    """Values of environment variables whose names say secret, or that look like a credential (refused), from a dict
+    or an ECS {name, value} list."""
     pairs = (
         entries.items() if isinstance(entries, dict) else [(e.get("name"), e.get("value")) for e in entries or [] if isinstance(e, dict)]
     )
     return [
         str(value)
         for name, value in pairs
-        if isinstance(name, str) and SECRET_LOOKING_NAME.fullmatch(name) and value is not None and len(str(value)) >= MIN_MASKED_ENV_VALUE
+        if value is not None
+        and len(str(value)) >= MIN_MASKED_ENV_VALUE
+        and ((isinstance(name, str) and SECRET_LOOKING_NAME.fullmatch(name)) or credential_in(value))
     ]
 
 

@@ -155,6 +155,12 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
     mode = triton.get("model_control_mode", "explicit")
     if mode not in MODEL_CONTROL_MODES:
         errors.append(f"triton.model_control_mode: {mode!r} is unknown; use explicit (recommended), poll or none")
+    elif mode != "explicit" and (triton.get("release_id") or (triton.get("model_repository_host_path") and triton.get("model_view", True))):
+        errors.append(
+            f"triton.model_control_mode: {mode!r} with a release (triton.release_id or the model view of "
+            "triton.model_repository_host_path): Triton would load whatever lands in the repository, around the staged "
+            "release and its rollback; set triton.model_control_mode=explicit"
+        )
     elif triton.get("models") and mode != "explicit":
         errors.append(
             f"triton.models: Triton loads named models only with model_control_mode=explicit, not {mode!r};"
@@ -179,6 +185,20 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
         errors.append(f"triton.model_repository_host_path: {host_path!r} is relative; give an absolute path on the container instance")
     elif host_path is not None:
         errors += checks.check_text("triton.model_repository_host_path", host_path, "give an absolute path on one line")
+        problem = checks.host_path_problem(host_path)
+        if problem:
+            errors.append(
+                f"triton.model_repository_host_path: {host_path!r} {problem}, which the task would see; give the model "
+                "directory on the instance store, e.g. /mnt/models (fleet_capacity_model_host_path)"
+            )
+    target_dir = triton.get("metrics_target_dir")
+    if target_dir is not None and (
+        not str(target_dir).startswith("/")
+        or str(target_dir).rstrip("/") in ("", str(triton.get("model_repository", "/models")).rstrip("/"))
+    ):
+        errors.append(
+            f"triton.metrics_target_dir: {target_dir!r} is not a directory of its own; give an absolute path such as /inferops/metrics"
+        )
     release_id = triton.get("release_id")
     if release_id is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", str(release_id)):
         errors.append(f"triton.release_id: {release_id!r} is not a release id; give the id model_release state=resolved returned")
@@ -274,14 +294,33 @@ def _validate_rendered(params: dict[str, Any]) -> tuple[list[str], list[str]]:
     checked = dict(triton, image=triton["image"] if triton["image"] != params["image"] else None)
     errors, warnings = checks.check_container("container_overrides", {k: v for k, v in checked.items() if v is not None}, allowed)
     # The Triton container's variables come from `environment` and `container_overrides` alike.
+    errors = [e.replace("container_overrides.environment:", "environment (Triton container):", 1) for e in errors]
     warnings = [w.replace("container_overrides.environment:", "environment (Triton container):", 1) for w in warnings]
     env = {e.get("name"): e.get("value") for e in triton.get("environment") or [] if isinstance(e, dict)}
     errors += _validate_final_stop_budget(params, env, triton.get("stopTimeout"))
+    errors += _validate_triton_flags(params, triton, env)
     for i, container in enumerate(extras):
         extra_errors, extra_warnings = checks.check_container(f"extra_containers[{i}]", container, allowed)
         errors += extra_errors
         warnings += extra_warnings
     return errors, warnings
+
+
+def _validate_triton_flags(params: dict[str, Any], container: dict[str, Any], env: dict[str, Any]) -> list[str]:
+    """The rendered tritonserver settings stay as the options say: no flag in the command or TRITON_EXTRA_ARGS
+    overrides them, and no TRITON_MODEL_CONTROL_MODE in `environment` or `container_overrides` changes the mode."""
+    command = container.get("command") if isinstance(container.get("command"), list) else []
+    source = "container_overrides.command" if "command" in (params.get("container_overrides") or {}) else "triton.extra_args"
+    errors = checks.triton_flag_errors(source, command)
+    if env.get("TRITON_EXTRA_ARGS"):
+        errors += checks.triton_flag_errors("environment.TRITON_EXTRA_ARGS", checks.extra_args_of(env["TRITON_EXTRA_ARGS"]))
+    mode = (params.get("triton") or {}).get("model_control_mode", "explicit")
+    if env.get("TRITON_MODEL_CONTROL_MODE", mode) != mode:
+        errors.append(
+            f"environment.TRITON_MODEL_CONTROL_MODE: {env['TRITON_MODEL_CONTROL_MODE']!r} overrides "
+            f"triton.model_control_mode {mode!r}; remove the variable and set triton.model_control_mode"
+        )
+    return errors
 
 
 def _validate_final_stop_budget(params: dict[str, Any], env: dict[str, Any], stop_timeout: Any) -> list[str]:

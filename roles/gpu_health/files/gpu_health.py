@@ -10,14 +10,25 @@
                           instance and, once its tasks have moved or after a bound, marks the instance Unhealthy.
 
 Settings come from /etc/inferops/gpu-health.json (written by the role); `region` and `instance_id` there, when set,
-replace the instance metadata's (a drill off EC2), and `aws_endpoint_url` points the AWS calls at another endpoint. It runs on the instance with the system
-python3 (3.9 on Amazon Linux 2023), imports nothing from the collection, and imports boto3 only for an AWS call.
+replace the instance metadata's (a drill off EC2), and `aws_endpoint_url` points the AWS calls at another endpoint.
+`gpu-health check-settings` checks a settings file (`-` for stdin) and `check-instance-types` the instance-type table,
+naming the bad value: the role runs both on the controller before it writes anything.
+It runs on the instance with the system python3 (3.9 on Amazon Linux 2023),
+imports nothing from the collection, and imports boto3 only for an AWS call.
+
+What drains, and what does not (issue 28): a polled signal (a GPU missing from nvidia-smi, a risen double-bit ECC
+count, thermal slowdown, a DCGM incident) counts only once the next good reading shows it again, and one episode (the
+same signal on consecutive readings) counts once; a failed, hung or empty answer is re-read, never judged; only the
+events a verdict needs are kept, so harmless Xids cannot push counted ones out; and that history is kept in a state
+file, so a restart of the watcher in the same boot keeps it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import queue
 import re
 import shutil
@@ -26,11 +37,11 @@ import sys
 import threading
 import time
 import urllib.request
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 SETTINGS_PATH = "/etc/inferops/gpu-health.json"
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 ACTIONS = ("drain_and_replace", "drain", "log")
 
 # NVIDIA's Xid catalogue, for the journal lines; which codes act is the policy's business, not this table's.
@@ -112,29 +123,111 @@ class GpuReading:
     thermal_slowdown: bool
 
 
-def policy_from_settings(settings: dict) -> Policy:
-    """The policy of the settings file; a threshold under 2 would drain on one transient error, so it is refused."""
-    threshold = int(settings["count_threshold"])
-    window_s = float(settings["window_s"])
-    if threshold < 2:
-        raise ValueError(f"count_threshold is {threshold}: it must be at least 2, or one transient error drains the instance")
-    if window_s <= 0:
-        raise ValueError(f"window_s is {window_s}: it must be positive")
-    overlap = set(settings["immediate_xids"]) & set(settings["counted_xids"])
+# Every number of the settings file: (lowest, highest, whole numbers only). The role's variable is gpu_health_<key>.
+NUMBERS = {
+    "count_threshold": (2, 100, True),  # at least 2: one transient error never drains an instance
+    "window_s": (1, 86400, False),
+    "poll_interval_s": (0.1, 3600, False),
+    "probe_timeout_s": (1, 600, False),
+    "replace_after_s": (0, 86400, False),
+    "count_wait_s": (0, 3600, False),
+    "count_poll_s": (0.1, 600, False),
+}
+XID_CODES = (1, 999)
+CATEGORY = re.compile(r"^[a-z][a-z0-9_]*$")
+# Settings the role has always written; newer ones fall back to these when a settings file lacks them.
+SETTING_DEFAULTS = {"probe_timeout_s": 20, "state_path": "/var/lib/inferops/gpu-health-state.json"}
+
+
+def number(settings: dict, key: str) -> float:
+    """One number of the settings, in its range: an int, a float or a decimal string (a variable given with -e is a
+    string); a bool, NaN, infinity or a value out of range raises ValueError naming the setting and the fix."""
+    lowest, highest, whole = NUMBERS[key]
+    value = settings.get(key, SETTING_DEFAULTS.get(key))
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError
+        parsed = float(value)
+    except ValueError:
+        parsed = math.nan
+    if not math.isfinite(parsed) or (whole and parsed != int(parsed)) or not lowest <= parsed <= highest:
+        kind = "a whole number" if whole else "a number of seconds"
+        raise ValueError(f"gpu_health_{key} is {value!r}: set {kind} from {lowest:g} to {highest:g}")
+    return int(parsed) if whole else parsed
+
+
+def xid_codes(settings: dict, key: str) -> frozenset:
+    codes = settings.get(key)
+    if not isinstance(codes, list) or any(isinstance(c, bool) or not isinstance(c, int) for c in codes):
+        raise ValueError(f"gpu_health_{key} is {codes!r}: set a list of Xid codes (whole numbers, NVIDIA's Xid catalogue)")
+    outside = [c for c in codes if not XID_CODES[0] <= c <= XID_CODES[1]]
+    if outside:
+        raise ValueError(f"gpu_health_{key} holds {outside}: Xid codes run from {XID_CODES[0]} to {XID_CODES[1]}")
+    return frozenset(codes)
+
+
+def categories(settings: dict, key: str) -> frozenset:
+    names = settings.get(key, [])
+    if not isinstance(names, list) or any(not isinstance(n, str) or not CATEGORY.match(n) for n in names):
+        raise ValueError(f"gpu_health_{key} is {names!r}: set a list of DCGM categories in lower case (nvlink, pcie_replay, dbe, ...)")
+    return frozenset(names)
+
+
+def check_settings(settings: dict) -> dict:
+    """The settings file, every value checked (type and range), with SETTING_DEFAULTS for the keys it lacks; the first
+    problem raises ValueError naming the setting (gpu_health_<key>), its value and the fix."""
+    if not isinstance(settings, dict):
+        raise ValueError(f"the settings are {type(settings).__name__}, not a JSON object: rewrite them with the role")
+    checked = {**SETTING_DEFAULTS, **settings}
+    if checked.get("action") not in ACTIONS:
+        raise ValueError(f"gpu_health_action is {checked.get('action')!r}: use one of {', '.join(ACTIONS)}")
+    for key in NUMBERS:
+        checked[key] = number(checked, key)
+    if checked["poll_interval_s"] > checked["window_s"]:
+        raise ValueError(
+            f"gpu_health_poll_interval_s ({checked['poll_interval_s']:g}) is longer than gpu_health_window_s "
+            f"({checked['window_s']:g}): a signal must be read twice within the window; poll more often"
+        )
+    overlap = xid_codes(checked, "immediate_xids") & xid_codes(checked, "counted_xids")
     if overlap:
         raise ValueError(f"Xid codes {sorted(overlap)} are both immediate_xids and counted_xids: list each code once")
-    dcgm_overlap = set(settings.get("dcgm_immediate", [])) & set(settings.get("dcgm_counted", []))
+    dcgm_overlap = categories(checked, "dcgm_immediate") & categories(checked, "dcgm_counted")
     if dcgm_overlap:
         raise ValueError(f"DCGM categories {sorted(dcgm_overlap)} are both dcgm_immediate and dcgm_counted: list each once")
+    if not isinstance(checked.get("thermal_counts", True), bool):
+        raise ValueError(f"gpu_health_thermal_counts is {checked['thermal_counts']!r}: set true or false")
+    for key in ("nvidia_smi", "dcgmi", "dcgm_host", "dcgm_watches", "instance_types_file", "state_path"):
+        if key in checked and not isinstance(checked[key], str):
+            raise ValueError(f"gpu_health_{key} is {checked[key]!r}: set a string")
+    for key in ("nvidia_smi", "instance_types_file", "state_path"):
+        if key in checked and not checked[key].startswith("/"):
+            raise ValueError(f"gpu_health_{key} is {checked[key]!r}: set an absolute path")
+    if checked.get("dcgm_watches", "a") and not re.match(r"^[a-z]+$", checked.get("dcgm_watches", "a")):
+        raise ValueError(f"gpu_health_dcgm_watches is {checked['dcgm_watches']!r}: set dcgmi health -s letters (a: all systems)")
+    command = checked.get("kernel_log_command", ["journalctl"])
+    if not isinstance(command, list) or not command or any(not isinstance(a, str) or not a for a in command):
+        raise ValueError(f"gpu_health_kernel_log_command is {command!r}: set the command as a non-empty list of strings")
+    for key in ("ecs_agent_metadata_url", "imds_url", "aws_endpoint_url"):
+        url = checked.get(key, "")
+        if not isinstance(url, str) or (url and not re.match(r"^https?://[^\s/]+", url)):
+            raise ValueError(
+                f"gpu_health_{key} is {url!r}: set an http:// or https:// URL" + (" or ''" if key == "aws_endpoint_url" else "")
+            )
+    return checked
+
+
+def policy_from_settings(settings: dict) -> Policy:
+    """The policy of the settings file (checked first: a threshold under 2 would drain on one transient error)."""
+    checked = check_settings(settings)
     return Policy(
-        immediate_xids=frozenset(int(c) for c in settings["immediate_xids"]),
-        counted_xids=frozenset(int(c) for c in settings["counted_xids"]),
+        immediate_xids=xid_codes(checked, "immediate_xids"),
+        counted_xids=xid_codes(checked, "counted_xids"),
         immediate_kinds=frozenset(["dbe", "gpu_lost"]),
-        counted_kinds=frozenset(["thermal"] if settings.get("thermal_counts", True) else []),
-        count_threshold=threshold,
-        window_s=window_s,
-        dcgm_immediate=frozenset(settings.get("dcgm_immediate", [])),
-        dcgm_counted=frozenset(settings.get("dcgm_counted", [])),
+        counted_kinds=frozenset(["thermal"] if checked.get("thermal_counts", True) else []),
+        count_threshold=checked["count_threshold"],
+        window_s=float(checked["window_s"]),
+        dcgm_immediate=categories(checked, "dcgm_immediate"),
+        dcgm_counted=categories(checked, "dcgm_counted"),
     )
 
 
@@ -147,7 +240,7 @@ def parse_xid(line: str, at: float) -> Event | None:
 
 def describe(event: Event) -> str:
     if event.kind.startswith("dcgm_"):
-        return f"DCGM {event.kind[5:]} on GPU {event.gpu}: {event.detail}"
+        return f"DCGM {event.kind[5:]} on GPU {event.gpu}" + (f": {event.detail}" if event.detail else "")
     if event.kind == "xid":
         return f"Xid {event.code} on {event.gpu} ({XID_MEANING.get(event.code, 'see NVIDIA Xid catalogue')})"
     what = {"dbe": "double-bit ECC errors rose", "gpu_lost": "GPU no longer listed by nvidia-smi", "thermal": "hardware thermal slowdown"}
@@ -192,15 +285,29 @@ def parse_smi_query(text: str) -> list:
     return readings
 
 
-def smi_events(previous: Sequence[GpuReading], current: Sequence[GpuReading], at: float) -> list:
-    """Events between two nvidia-smi readings: a GPU gone, a double-bit ECC count that rose, thermal slowdown now."""
+def smi_baseline(baseline: Sequence[GpuReading], current: Sequence[GpuReading]) -> tuple:
+    """Every GPU nvidia-smi has listed, with its double-bit ECC count as first read: a GPU missing later, or a count
+    above this, is a signal; a GPU seen for the first time joins."""
+    known = {r.bus_id: r for r in baseline}
+    for reading in current:
+        first = known.get(reading.bus_id)
+        if first is None:
+            known[reading.bus_id] = reading
+        elif first.uncorrected_ecc is None and reading.uncorrected_ecc is not None:
+            known[reading.bus_id] = replace(first, uncorrected_ecc=reading.uncorrected_ecc)
+    return tuple(sorted(known.values(), key=lambda r: r.bus_id))
+
+
+def smi_conditions(baseline: Sequence[GpuReading], current: Sequence[GpuReading], at: float) -> list:
+    """What one nvidia-smi reading shows against the baseline: a GPU gone, a double-bit ECC count above its first
+    reading, thermal slowdown now. A condition, not yet an event: `after_poll` decides what counts."""
     now_by_bus = {r.bus_id: r for r in current}
-    events = [Event("gpu_lost", at, gpu=r.bus_id) for r in previous if r.bus_id not in now_by_bus]
-    for before in previous:
-        after = now_by_bus.get(before.bus_id)
-        counts = (before.uncorrected_ecc, after.uncorrected_ecc if after else None)
+    events = [Event("gpu_lost", at, gpu=r.bus_id) for r in baseline if r.bus_id not in now_by_bus]
+    for first in baseline:
+        after = now_by_bus.get(first.bus_id)
+        counts = (first.uncorrected_ecc, after.uncorrected_ecc if after else None)
         if None not in counts and counts[1] > counts[0]:
-            events.append(Event("dbe", at, gpu=before.bus_id))
+            events.append(Event("dbe", at, gpu=first.bus_id, detail=f"{counts[0]} -> {counts[1]}"))
     events += [Event("thermal", at, gpu=r.bus_id) for r in current if r.thermal_slowdown]
     return events
 
@@ -253,13 +360,121 @@ def parse_dcgm_health(text: str, at: float) -> list:
 
 
 def dcgm_events_per_poll(events: Sequence[Event]) -> list:
-    """One event per GPU and category per poll (DCGM repeats an ongoing condition in each check)."""
-    seen, kept = set(), []
+    """One event per GPU and category per poll, the worst health of them (DCGM lists each link or row separately)."""
+    worst: dict = {}
     for event in events:
-        if (event.gpu, event.kind) not in seen:
-            seen.add((event.gpu, event.kind))
-            kept.append(event)
-    return kept
+        key = (event.gpu, event.kind)
+        if key not in worst or event.code > worst[key].code:
+            worst[key] = event
+    return list(worst.values())
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the polled source (nvidia-smi or DCGM) has shown, carried from poll to poll. A signal is keyed by
+    (kind, GPU, DCGM health): seen on one good reading it is pending; seen again on the next good reading it is
+    confirmed, counted once, and ongoing until a good reading without it ends the episode."""
+
+    baseline: tuple = ()  # nvidia-smi's GPUs (smi_baseline)
+    pending: frozenset = field(default_factory=frozenset)
+    ongoing: frozenset = field(default_factory=frozenset)
+
+
+def signal_key(event: Event) -> tuple:
+    return (event.kind, event.gpu, event.code)
+
+
+def after_poll(watched: Watched, seen: Sequence[Event] | None, at: float) -> tuple:
+    """(Watched, the events that count now) after one poll. None is a failed, hung or empty answer: re-read at the next
+    poll, not judged (nothing pending is confirmed, nothing ongoing ends; the same Watched comes back). A signal
+    counts on the re-read that shows it again, once per episode."""
+    if seen is None:
+        return watched, []
+    by_key = {signal_key(e): replace(e, at=at) for e in seen}
+    confirmed = [e for key, e in by_key.items() if key in watched.pending and key not in watched.ongoing]
+    ongoing = frozenset(key for key in by_key if key in watched.ongoing or key in watched.pending)
+    pending = frozenset(by_key) - ongoing
+    return replace(watched, pending=pending, ongoing=ongoing), confirmed
+
+
+def poll_smi(watched: Watched, readings: Sequence[GpuReading] | None, at: float) -> tuple:
+    """after_poll for one nvidia-smi answer. An answer that lists no GPU is not judged: nvidia-smi answers so while
+    the driver is busy or reloading, and a GPU that really fell off the bus also logs Xid 79."""
+    if not readings:
+        return after_poll(watched, None, at)
+    baseline = smi_baseline(watched.baseline, readings)
+    return after_poll(replace(watched, baseline=baseline), smi_conditions(baseline, readings, at), at)
+
+
+def poll_dcgm(watched: Watched, incidents: Sequence[Event] | None, at: float) -> tuple:
+    """after_poll for one `dcgmi health --check` answer (None: the check failed, hung or answered nothing readable)."""
+    return after_poll(watched, None if incidents is None else dcgm_events_per_poll(incidents), at)
+
+
+def remember(history: Sequence[Event], events: Iterable[Event], now: float, policy: Policy) -> tuple:
+    """The events a verdict needs, bounded by design: the first count_threshold immediate ones and the newest
+    count_threshold counted ones within the window. An event that neither acts nor counts is never kept, so no flood
+    of harmless Xids can push a counted one out."""
+    kept = [*history, *events]
+    immediate = [e for e in kept if is_immediate(e, policy)][: policy.count_threshold]
+    counted = [e for e in kept if not is_immediate(e, policy) and is_counted(e, policy) and 0 <= now - e.at <= policy.window_s]
+    return (*immediate, *counted[-policy.count_threshold :])
+
+
+def state_text(boot_id: str, history: Sequence[Event], watched: Watched) -> str:
+    """The watcher's state file: the kept events and the watched signals, for this boot (times are CLOCK_MONOTONIC)."""
+    return json.dumps(
+        {
+            "boot_id": boot_id,
+            "history": [[e.kind, e.at, e.gpu, e.code, e.detail] for e in history],
+            "baseline": [[r.index, r.bus_id, r.uncorrected_ecc, r.thermal_slowdown] for r in watched.baseline],
+            "pending": sorted(list(k) for k in watched.pending),
+            "ongoing": sorted(list(k) for k in watched.ongoing),
+        }
+    )
+
+
+def state_from_text(text: str, boot_id: str, now: float, policy: Policy) -> tuple:
+    """(history, Watched, why it starts afresh or "") from a state file. A file of another boot (GPUs reset since; an
+    AMI baked on a GPU builder) or one that does not parse is set aside."""
+    try:
+        state = json.loads(text)
+        if state.get("boot_id") != boot_id:
+            return (), Watched(), "the state file is of another boot"
+        history = [Event(str(k), float(at), str(g), int(c), str(d)) for k, at, g, c, d in state["history"]]
+        watched = Watched(
+            baseline=tuple(GpuReading(str(i), str(b), e if isinstance(e, int) else None, bool(t)) for i, b, e, t in state["baseline"]),
+            pending=frozenset((str(k), str(g), int(c)) for k, g, c in state["pending"]),
+            ongoing=frozenset((str(k), str(g), int(c)) for k, g, c in state["ongoing"]),
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return (), Watched(), f"the state file does not parse ({error})"
+    return remember((), history, now, policy), watched, ""
+
+
+FLAVOURS = ("tesla", "grid")
+INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+
+
+def check_instance_types(table) -> dict:
+    """The AMI's instance-type table (gpu_health_instance_type_gpus), every entry checked: a type name, {gpus: 0 to
+    64, flavour: tesla or grid} or a plain count; the first problem raises ValueError naming the entry and the fix."""
+    where = "gpu_health_instance_type_gpus"
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} is {type(table).__name__}: set a mapping of instance type to {{gpus, flavour}}")
+    for name, entry in table.items():
+        if not isinstance(name, str) or not INSTANCE_TYPE.match(name):
+            raise ValueError(f"{where}: {name!r} is not an instance type: name it family.size, as g5.12xlarge")
+        value = entry if isinstance(entry, dict) else {"gpus": entry}
+        gpus = value.get("gpus")
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
+            raise ValueError(f"{where}.{name}.gpus is {gpus!r}: set the type's whole GPUs, 0 to 64 (EC2 DescribeInstanceTypes GpuInfo)")
+        if value.get("flavour", "tesla") not in FLAVOURS:
+            raise ValueError(f"{where}.{name}.flavour is {value['flavour']!r}: use one of {', '.join(FLAVOURS)}")
+        unknown = sorted(set(value) - {"gpus", "flavour"})
+        if unknown:
+            raise ValueError(f"{where}.{name} has {unknown}: an entry holds only gpus and flavour")
+    return table
 
 
 def table_entry(value) -> tuple:
@@ -364,19 +579,42 @@ class Aws:
         return instance_id
 
 
-def nvidia_smi(settings: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([settings["nvidia_smi"], *args], capture_output=True, text=True, timeout=30, check=False)
+def probe(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+    """Runs nvidia-smi or dcgmi; None when it hangs past timeout_s (it is killed; one stuck in the driver is left
+    behind rather than waited for) or cannot start: a failed answer, read again at the next poll, never a crash that
+    would lose the watcher's state."""
+    try:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as error:
+        log(f"{argv[0]} could not run ({error})")
+        return None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        try:
+            proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            log(f"{argv[0]} (pid {proc.pid}) did not stop when killed (stuck in the driver); left behind")
+        log(f"{argv[0]} {' '.join(argv[1:3])} did not answer within {timeout_s:g} s; it was stopped")
+        return None
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def nvidia_smi(settings: dict, *args: str) -> subprocess.CompletedProcess | None:
+    return probe([settings["nvidia_smi"], *args], float(settings["probe_timeout_s"]))
 
 
 def count_gpus(settings: dict) -> int:
+    """GPUs nvidia-smi lists now; 0 when it fails or hangs (the count check reads again until its bound)."""
     result = nvidia_smi(settings, "--query-gpu=pci.bus_id", "--format=csv,noheader")
-    return len([line for line in result.stdout.splitlines() if line.strip()]) if result.returncode == 0 else 0
+    if result is None or result.returncode != 0:
+        return 0
+    return len([line for line in result.stdout.splitlines() if line.strip()])
 
 
-def dcgmi(settings: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [settings["dcgmi"], *args, "--host", settings["dcgm_host"]], capture_output=True, text=True, timeout=30, check=False
-    )
+def dcgmi(settings: dict, *args: str) -> subprocess.CompletedProcess | None:
+    return probe([settings["dcgmi"], *args, "--host", settings["dcgm_host"]], float(settings["probe_timeout_s"]))
 
 
 def dcgm_watch_group(settings: dict) -> str | None:
@@ -384,32 +622,72 @@ def dcgm_watch_group(settings: dict) -> str | None:
     if not settings.get("dcgmi") or not shutil.which(settings["dcgmi"]):
         return None
     created = dcgmi(settings, "group", "-c", "inferops-gpu-health", "--default")
-    match = DCGM_GROUP_ID.search(created.stdout)
-    if created.returncode != 0 or not match:
-        log(f"watch: DCGM does not answer ({(created.stderr or created.stdout).strip()[:200]}); reading nvidia-smi instead")
+    match = DCGM_GROUP_ID.search(created.stdout) if created else None
+    if created is None or created.returncode != 0 or not match:
+        answer = (created.stderr or created.stdout).strip()[:200] if created else "no answer"
+        log(f"watch: DCGM does not answer ({answer}); reading nvidia-smi instead")
         return None
     watches = dcgmi(settings, "health", "-g", match.group(1), "-s", settings.get("dcgm_watches", "a"))
-    if watches.returncode != 0:
-        log(f"watch: DCGM refused the health watches ({watches.stderr.strip()[:200]}); reading nvidia-smi instead")
+    if watches is None or watches.returncode != 0:
+        log(
+            f"watch: DCGM refused the health watches ({watches.stderr.strip()[:200] if watches else 'no answer'}); reading nvidia-smi instead"
+        )
         return None
     return match.group(1)
 
 
 def read_dcgm(settings: dict, group: str, at: float) -> list | None:
-    """The incidents of DCGM's health watches now; None when the check itself failed."""
+    """The incidents of DCGM's health watches now; None when the check failed, hung or printed nothing readable."""
     result = dcgmi(settings, "health", "-g", group, "-c", "-j")
-    if result.returncode != 0:
+    if result is None or result.returncode != 0:
         return None
     try:
-        return dcgm_events_per_poll(parse_dcgm_health(result.stdout, at))
-    except ValueError:
+        return parse_dcgm_health(result.stdout, at)
+    except (ValueError, AttributeError):
         return None
 
 
 def read_gpus(settings: dict) -> list | None:
-    """The GPUs nvidia-smi lists now; None when nvidia-smi itself failed (a lost GPU can make it fail outright)."""
+    """The GPUs nvidia-smi lists now; None when nvidia-smi failed or hung (a lost GPU can make it fail outright)."""
     result = nvidia_smi(settings, f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits")
-    return parse_smi_query(result.stdout) if result.returncode == 0 else None
+    return parse_smi_query(result.stdout) if result is not None and result.returncode == 0 else None
+
+
+def boot_id() -> str:
+    try:
+        with open(BOOT_ID_PATH) as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def load_state(path: str, boot: str, now: float, policy: Policy) -> tuple:
+    """(history, Watched) from the state file; empty where there is none, it is of another boot, or it is broken."""
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return (), Watched()
+    except OSError as error:
+        log(f"watch: could not read the state file {path} ({error}); starting afresh")
+        return (), Watched()
+    history, watched, fresh = state_from_text(text, boot, now, policy)
+    if fresh:
+        log(f"watch: {fresh}; starting afresh ({path})")
+    elif history or watched.ongoing:
+        log(f"watch: kept from before the restart: {'; '.join(describe(e) for e in history) or 'no counted event'}")
+    return history, watched
+
+
+def save_state(path: str, text: str) -> None:
+    """Writes the state file whole (a temporary file renamed over it); a failure is logged, never fatal."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(f"{path}.tmp", "w") as handle:
+            handle.write(text)
+        os.replace(f"{path}.tmp", path)
+    except OSError as error:
+        log(f"watch: could not write the state file {path} ({error}); a restart would start afresh")
 
 
 def check_count(settings: dict, aws: Aws, instance_type: str) -> int:
@@ -506,48 +784,55 @@ class Responder:
                 log(f"watch: could not mark the instance Unhealthy yet ({error})")
 
 
+def verb(event: Event, policy: Policy) -> str:
+    return "acts at once" if is_immediate(event, policy) else "counts" if is_counted(event, policy) else "is not counted"
+
+
 def watch(settings: dict, aws: Aws) -> int:
     policy = policy_from_settings(settings)
     incoming: queue.Queue = queue.Queue()
     threading.Thread(target=follow_kernel_log, args=(settings["kernel_log_command"], incoming), daemon=True).start()
     poll_s = float(settings["poll_interval_s"])
-    history: deque = deque(maxlen=1000)
+    state_path, boot = settings["state_path"], boot_id()
+    history, watched = load_state(state_path, boot, time.monotonic(), policy)
     responder = Responder(settings, aws)
     dcgm_group = dcgm_watch_group(settings)
-    previous = [] if dcgm_group else read_gpus(settings) or []
-    source = f"DCGM's health watches (group {dcgm_group})" if dcgm_group else f"{len(previous)} GPUs in nvidia-smi"
+    source = f"DCGM's health watches (group {dcgm_group})" if dcgm_group else "nvidia-smi"
     log(f"watch: watching {source} every {poll_s:g} s; policy {policy}")
-    next_poll = time.monotonic() + poll_s
+    next_poll = time.monotonic()
+    failed_reads = 0
     reason: str | None = None
     while not responder.done:
+        arrived = []
         try:
-            event = incoming.get(timeout=max(0.0, next_poll - time.monotonic()))
-            history.append(event)
-            verb = "acts at once" if is_immediate(event, policy) else "counts" if is_counted(event, policy) else "is not counted"
-            log(f"watch: {describe(event)} {verb}")
+            arrived.append(incoming.get(timeout=max(0.0, next_poll - time.monotonic())))
+            while True:
+                arrived.append(incoming.get_nowait())
         except queue.Empty:
             pass
+        for event in arrived:
+            log(f"watch: {describe(event)} {verb(event, policy)}")
         now = time.monotonic()
-        if now >= next_poll and dcgm_group:
-            incidents = read_dcgm(settings, dcgm_group, now)
-            if incidents is None:
-                log("watch: the DCGM health check failed; keeping the previous answer")
-            for event in incidents or []:
-                history.append(event)
-                verb = "acts at once" if is_immediate(event, policy) else "counts" if is_counted(event, policy) else "is not counted"
-                log(f"watch: {describe(event)} {verb}")
-            next_poll = now + poll_s
-        elif now >= next_poll:
-            current = read_gpus(settings)
-            if current is None:
-                # Not an event by itself (nvidia-smi can time out on a busy host); a GPU off the bus also logs Xid 79.
-                log("watch: nvidia-smi failed; keeping the previous reading")
+        before = (history, watched)
+        history = remember(history, arrived, now, policy)
+        if now >= next_poll:
+            if dcgm_group:
+                watched_next, confirmed = poll_dcgm(watched, read_dcgm(settings, dcgm_group, now), now)
             else:
-                for event in smi_events(previous, current, now):
-                    history.append(event)
-                    log(f"watch: {describe(event)}")
-                previous = current
-            next_poll = now + poll_s
+                watched_next, confirmed = poll_smi(watched, read_gpus(settings), now)
+            judged = watched_next is not watched  # an answer after_poll did not judge gives back the same Watched
+            failed_reads = 0 if judged else failed_reads + 1
+            if not judged:
+                log(f"watch: {source} gave no readable answer ({failed_reads} in a row); re-reading, not judging")
+            for kind, gpu, code in sorted(watched_next.pending - watched.pending):
+                log(f"watch: {describe(Event(kind, now, gpu, code))} seen once; it counts only if the next reading shows it again")
+            for event in confirmed:
+                log(f"watch: {describe(event)} (seen again) {verb(event, policy)}")
+            watched = watched_next
+            history = remember(history, confirmed, now, policy)
+            next_poll = time.monotonic() + poll_s  # from the end of the read: a slow answer never brings polls closer
+        if (history, watched) != before:
+            save_state(state_path, state_text(boot, history, watched))
         reason = reason or assess(history, now, policy)
         if reason:
             responder.step(reason, now)
@@ -558,14 +843,26 @@ def watch(settings: dict, aws: Aws) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("check-count", "watch"))
-    parser.add_argument("--settings", default=SETTINGS_PATH, help=f"settings file (default {SETTINGS_PATH})")
+    parser.add_argument("command", choices=("check-count", "watch", "check-settings", "check-instance-types"))
+    parser.add_argument("--settings", default=SETTINGS_PATH, help=f"settings file, - for stdin (default {SETTINGS_PATH})")
+    parser.add_argument("--table", default="-", help="check-instance-types: the instance-type table, - for stdin (the default)")
     parser.add_argument("--instance-type", help="check-count: this type instead of the instance metadata's")
     args = parser.parse_args(argv)
-    settings = read_json(args.settings)
-    if settings["action"] not in ACTIONS:
-        log(f"{args.settings}: action is {settings['action']!r}; use one of {', '.join(ACTIONS)}")
+    path = args.table if args.command == "check-instance-types" else args.settings
+    source = "stdin" if path == "-" else path
+    try:
+        document = json.load(sys.stdin) if path == "-" else read_json(path)
+        if args.command == "check-instance-types":
+            check_instance_types(document)
+            log(f"{source}: every instance type is valid")
+            return 0
+        settings = check_settings(document)
+    except (OSError, ValueError) as error:
+        log(f"{source}: {error}")
         return 2
+    if args.command == "check-settings":
+        log(f"{source}: every setting is valid")
+        return 0
     aws = Aws(settings)
     if args.command == "check-count":
         return check_count(settings, aws, args.instance_type or imds(settings, "meta-data/instance-type"))

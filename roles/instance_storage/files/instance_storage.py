@@ -15,6 +15,7 @@ import argparse
 import glob
 import json
 import os
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -38,7 +39,23 @@ class Settings:
 
     @classmethod
     def from_dict(cls, raw: dict) -> Settings:
-        settings = cls(**{name: str(raw[name]) for name in cls.__dataclass_fields__})
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a JSON object of settings, got {type(raw).__name__}: run the instance_storage role again")
+        missing = sorted(set(cls.__dataclass_fields__) - set(raw))
+        if missing:
+            raise ValueError(f"settings {', '.join(missing)} are missing: run the instance_storage role again")
+        for name in cls.__dataclass_fields__:
+            if not isinstance(raw[name], str):
+                raise ValueError(f"{name}={raw[name]!r} must be a string: set instance_storage_{name}")
+        settings = cls(**{name: raw[name] for name in cls.__dataclass_fields__})
+        for name in ("mount_point", "device_glob", "raid_device"):
+            value = getattr(settings, name)
+            if not value.startswith("/") or value.rstrip("/") == "" or "\0" in value or "\n" in value:
+                raise ValueError(f"{name}={value!r} must be an absolute path other than /: set instance_storage_{name}")
+        if not settings.mount_options or any(c.isspace() for c in settings.mount_options):
+            raise ValueError(
+                f"mount_options={settings.mount_options!r} must be mount -o options without spaces: set instance_storage_mount_options"
+            )
         if settings.mode not in MODES:
             raise ValueError(f"mode {settings.mode!r} is not one of {', '.join(MODES)}: set instance_storage_mode to one of them")
         # mkfs.xfs refuses labels over 12 characters.
@@ -53,6 +70,7 @@ class Signature:
 
     fstype: str = ""
     label: str = ""
+    present: bool = True  # False: the device the glob listed is gone (detached, failing): never "blank"
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,8 @@ class Observed:
     # The resolved source mounted at the mount point, or None.
     mounted_source: str | None = None
     mount_point_exists: bool = False
+    # What the mount point directory holds when nothing is mounted on it (a mount would hide it).
+    mount_point_entries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,23 @@ def next_step(settings: Settings, observed: Observed) -> Step:
             return Step("done", f"{why}: {settings.mount_point} is a directory on the root volume")
         return Step("mkdir", f"{why}: a directory on the root volume", settings.mount_point)
 
+    vanished = [d for d in devices if not observed.signatures.get(d, Signature()).present]
+    if vanished:
+        return Step(
+            "error",
+            f"{', '.join(vanished)} vanished after the device listing (the instance store is detached or failing): nothing "
+            "was formatted; replace the instance",
+            vanished[0],
+        )
+    if observed.mounted_source is None and observed.mount_point_entries:
+        shown = ", ".join(observed.mount_point_entries[:5]) + (", ..." if len(observed.mount_point_entries) > 5 else "")
+        return Step(
+            "error",
+            f"{settings.mount_point} is not empty ({shown}): a mount would hide what it holds; move it away, or set "
+            "instance_storage_mount_point to an empty directory",
+            settings.mount_point,
+        )
+
     if settings.mode == "raid0" and len(devices) > 1:
         target = settings.raid_device
         if not observed.raid_present:
@@ -101,6 +138,8 @@ def next_step(settings: Settings, observed: Observed) -> Step:
             target,
         )
     signature = observed.signatures.get(target, Signature())
+    if not signature.present:
+        return Step("error", f"{target} vanished (the array or device is gone): nothing was formatted; replace the instance", target)
     if not signature.fstype:
         return Step("mkfs", f"{target} is blank (a new instance, or a stop/start wiped the instance store)", target)
     if signature.fstype != "xfs" or signature.label != settings.label:
@@ -145,11 +184,21 @@ def find_devices(device_glob: str) -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(path) for path in links}))
 
 
+def is_block_device(path: str) -> bool:
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def probe(device: str) -> Signature:
-    """blkid's low-level probe (no cache): exit 2 means no signature at all."""
+    """blkid's low-level probe (no cache): exit 2 means no signature at all, on a device that is still there (blkid
+    answers 2 for a path that cannot be opened too: a vanished device is never taken for a blank one)."""
+    if not is_block_device(device):
+        return Signature(present=False)
     result = subprocess.run(["blkid", "-p", "-o", "export", device], capture_output=True, text=True, check=False)
     if result.returncode == 2:
-        return Signature()
+        return Signature() if is_block_device(device) else Signature(present=False)
     if result.returncode != 0:
         raise RuntimeError(f"blkid -p {device} failed ({result.returncode}): {result.stderr.strip()}")
     values = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
@@ -179,7 +228,9 @@ def observe(settings: Settings) -> Observed:
     # The array is known by its /dev/md/<name> link; /proc/self/mounts names the node behind it.
     if raid_present and source == os.path.realpath(settings.raid_device):
         source = settings.raid_device
-    return Observed(devices, signatures, raid_present, source, os.path.isdir(settings.mount_point))
+    is_dir = os.path.isdir(settings.mount_point)
+    entries = tuple(sorted(os.listdir(settings.mount_point))) if is_dir and source is None else ()
+    return Observed(devices, signatures, raid_present, source, is_dir, entries)
 
 
 def command_for(settings: Settings, step: Step) -> list[str] | None:
@@ -242,12 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default=DEFAULT_SETTINGS_PATH, help="JSON settings written by the instance_storage role")
     args = parser.parse_args(argv)
-    with open(args.settings, encoding="utf-8") as handle:
-        try:
+    try:
+        with open(args.settings, encoding="utf-8") as handle:
             settings = Settings.from_dict(json.load(handle))
-        except (KeyError, ValueError) as e:
-            print(f"instance storage failed: {args.settings}: {e}", file=sys.stderr)
-            return 1
+    except (OSError, ValueError) as e:  # ValueError: bad JSON (JSONDecodeError, UnicodeDecodeError) or a bad setting
+        print(f"instance storage failed: {args.settings}: {e}", file=sys.stderr)
+        return 1
     return run(settings)
 
 

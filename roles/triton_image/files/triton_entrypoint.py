@@ -12,6 +12,11 @@ Configuration comes from the environment (the image sets defaults; the task defi
                              metadata endpoint, ECS_CONTAINER_METADATA_URI_V4), loading every model in it; any other
                              non-empty value names the view directly; unset: serve the repository as it is
   INFEROPS_MODEL_VIEW_WAIT_S longest wait for that view to appear (240): the agent builds it for the release
+  INFEROPS_METRICS_TARGET_FILE  where to write the metrics sidecar's scrape target (a Prometheus file_sd JSON on a
+                             task volume both containers mount): Triton's metrics port on localhost, labelled with the
+                             task's Service and Color (the service's -blue/-green suffix) read from the task metadata
+                             endpoint, so Triton's own figures split by colour. Unset: nothing is written. A failure
+                             never stops Triton: the target is then written without those labels (application-wide)
   TRITON_HTTP_PORT / TRITON_GRPC_PORT / TRITON_METRICS_PORT   8000 / 8001 / 8002
   TRITON_EXIT_TIMEOUT_S      tritonserver --exit-timeout-secs (30)
   TRITON_METRICS_INTERVAL_MS tritonserver --metrics-interval-ms (250); tritonserver's exit waits for its metrics
@@ -162,11 +167,27 @@ METADATA_TIMEOUT_S = 2
 VIEW_POLL_S = 1.0
 
 
+_TASK_METADATA: dict[str, dict] = {}  # one read per start, shared by the model view and the metrics target
+
+
+def task_metadata(metadata_uri: str, attempts: int = 3) -> dict:
+    """This task's metadata (ECS task metadata endpoint v4, `/task`), read once; OSError/ValueError when it never answers."""
+    if metadata_uri not in _TASK_METADATA:
+        for attempt in range(attempts):
+            try:
+                with urllib.request.urlopen(f"{metadata_uri.rstrip('/')}/task", timeout=METADATA_TIMEOUT_S) as resp:
+                    _TASK_METADATA[metadata_uri] = json.loads(resp.read())
+                break
+            except (OSError, ValueError):
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(1)
+    return _TASK_METADATA[metadata_uri]
+
+
 def task_view_name(metadata_uri: str) -> str:
     """<family>-<revision> of this task, from the ECS task metadata endpoint v4."""
-    request = urllib.request.Request(f"{metadata_uri.rstrip('/')}/task")
-    with urllib.request.urlopen(request, timeout=METADATA_TIMEOUT_S) as resp:
-        task = json.loads(resp.read())
+    task = task_metadata(metadata_uri)
     family, revision = task.get("Family"), str(task.get("Revision") or "")
     if not family or not revision.isdigit():
         raise PrestartError(f"the task metadata endpoint gave Family={family!r} Revision={revision!r}; cannot name this task's model view")
@@ -182,17 +203,60 @@ def model_view(env: dict[str, str]) -> str | None:
         uri = env.get("ECS_CONTAINER_METADATA_URI_V4", "").strip()
         if not uri:
             raise PrestartError("INFEROPS_MODEL_VIEW=task-definition but ECS_CONTAINER_METADATA_URI_V4 is unset (not an ECS task?)")
-        for attempt in range(3):
-            try:
-                mode = task_view_name(uri)
-                break
-            except (OSError, ValueError) as exc:
-                if attempt == 2:
-                    raise PrestartError(f"the task metadata endpoint {uri} did not answer: {exc}") from exc
-                time.sleep(1)
+        try:
+            mode = task_view_name(uri)
+        except (OSError, ValueError) as exc:
+            raise PrestartError(f"the task metadata endpoint {uri} did not answer: {exc}") from exc
     if "/" in mode or mode.startswith("."):
         raise PrestartError(f"INFEROPS_MODEL_VIEW={mode!r} is not a view name (<family>-<revision>)")
     return os.path.join(env.get("TRITON_MODEL_REPOSITORY", "/models"), VIEWS_DIR, mode)
+
+
+COLORS = ("blue", "green")
+
+
+def metrics_labels(task: dict) -> dict[str, str]:
+    """Service and Color of this task: ECS names the service that started it (ServiceName, ECS agent 1.63.1 or later),
+    and a colour's service is <app>-blue or <app>-green (role fleet_services). {} for a task of no service."""
+    service = str(task.get("ServiceName") or "").strip()
+    if not service:
+        return {}
+    labels = {"Service": service}
+    color = service.rsplit("-", 1)[-1]
+    if color in COLORS:
+        labels["Color"] = color
+    return labels
+
+
+def write_metrics_target(path: str, metrics_port: str, labels: dict[str, str]) -> None:
+    """The sidecar's scrape target as a Prometheus file_sd file, replaced at once (the sidecar watches it)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    staging = f"{path}.tmp"
+    with open(staging, "w", encoding="utf-8") as handle:
+        json.dump([{"targets": [f"localhost:{metrics_port}"], "labels": labels}], handle)
+    os.chmod(staging, 0o644)  # the sidecar runs as another user
+    os.replace(staging, path)
+
+
+def publish_metrics_target(env: dict[str, str]) -> dict[str, str] | None:
+    """Write INFEROPS_METRICS_TARGET_FILE (when set) with this task's labels; the labels written, None when off or unwritable."""
+    path = env.get("INFEROPS_METRICS_TARGET_FILE", "").strip()
+    if not path:
+        return None
+    labels: dict[str, str] = {}
+    uri = env.get("ECS_CONTAINER_METADATA_URI_V4", "").strip()
+    try:
+        labels = metrics_labels(task_metadata(uri)) if uri else {}
+    except (OSError, ValueError) as exc:
+        log(f"the task metadata endpoint {uri} did not answer ({exc}): Triton's metrics are published without a colour")
+    if uri and "Color" not in labels:
+        log(f"no colour in this task's service name ({labels.get('Service') or 'none'}): Triton's metrics carry no Color dimension")
+    try:
+        write_metrics_target(path, env.get("TRITON_METRICS_PORT", "8002"), labels)
+    except OSError as exc:
+        log(f"could not write the metrics target {path} ({exc}): the metrics sidecar has nothing to scrape")
+        return None
+    return labels
 
 
 def wait_for_view(path: str, timeout_s: float, sleep=time.sleep, clock=time.monotonic) -> list[str]:
@@ -384,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     try:
         prestart_check(env)
+        publish_metrics_target(env)
         view = model_view(env)
         if view is not None:
             log(f"waiting for the model view {view}")
