@@ -39,6 +39,13 @@ options:
     description: The AMI (C(ami-...)).
     type: str
     required: true
+  keep_image:
+    description:
+      - When the template exists, keep the AMI its default version runs and return O(image_id) as RV(pending_image_id)
+        instead of writing it - a new AMI reaches the fleet through C(playbooks/roll_ami.yml) (a canary, then an
+        instance refresh). Other settings still converge. A new template takes O(image_id).
+    type: bool
+    default: false
   instance_types:
     description:
       - GPU instance types of one GPU shape, the preferred first; the first is also the template's C(InstanceType).
@@ -147,6 +154,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+image_id:
+  description: The AMI the template's default version runs after this run.
+  returned: always
+  type: str
+pending_image_id:
+  description: With O(keep_image), the O(image_id) that was not written because the template runs another AMI; empty otherwise.
+  returned: always
+  type: str
 actions:
   description: What was written (in check mode, would be written).
   returned: always
@@ -200,6 +215,7 @@ def main() -> None:
     argument_spec = dict(
         name=dict(type="str", required=True),
         image_id=dict(type="str", required=True),
+        keep_image=dict(type="bool", default=False),
         instance_types=dict(type="list", elements="str", required=True),
         iam_instance_profile=dict(type="str"),
         security_group_ids=dict(type="list", elements="str", default=[]),

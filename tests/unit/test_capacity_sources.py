@@ -270,6 +270,32 @@ def test_the_module_makes_a_new_default_version_when_the_data_differs_and_nothin
     assert second["changed"] is False and second["actions"] == []
 
 
+def test_keep_image_leaves_the_live_ami_and_names_the_new_one():
+    """An existing fleet asked for another AMI with keep_image: no version is written for the image (roll_ami.yml
+    brings it), the other settings still converge, and a new template takes the AMI asked for."""
+    ec2, stub = stubbed_ec2()
+    template = {
+        "LaunchTemplateId": "lt-0123456789abcdef0",
+        "DefaultVersionNumber": 3,
+        "LatestVersionNumber": 3,
+        "Tags": [{"Key": "team", "Value": "ml"}],
+    }
+    for _run in ("another AMI", "the live AMI"):
+        stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
+        stub.add_response("describe_launch_templates", {"LaunchTemplates": [template]}, {"LaunchTemplateNames": ["triton-gpu"]})
+        stub.add_response(
+            "describe_launch_template_versions",
+            {"LaunchTemplateVersions": [{"VersionNumber": 3, "LaunchTemplateData": WANTED}]},
+            {"LaunchTemplateId": "lt-0123456789abcdef0", "Versions": ["3"]},
+        )
+    with stub:
+        kept = lt.ensure(ec2, {**PARAMS, "image_id": "ami-0fedcba9876543210", "keep_image": True}, False)
+        same = lt.ensure(ec2, {**PARAMS, "keep_image": True}, False)
+    stub.assert_no_pending_responses()
+    assert kept["changed"] is False and kept["image_id"] == WANTED["ImageId"] and kept["pending_image_id"] == "ami-0fedcba9876543210"
+    assert same["changed"] is False and same["pending_image_id"] == ""
+
+
 def test_the_module_refuses_before_any_call():
     ec2, stub = stubbed_ec2()
     with stub, pytest.raises(InputError) as refused:

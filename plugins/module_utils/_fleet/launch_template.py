@@ -6,6 +6,8 @@ holds the whole data (no source version), so a setting removed - a reservation t
 
 Its capacity settings (instance types of one GPU shape, a reservation, a Capacity Block, Spot) are checked before
 any write: the settings alone (`capacity_sources.setting_problems`), then the types as EC2 describes them.
+With `keep_image`, an existing template keeps the AMI its default version runs: a new one waits for the gated AMI
+rollout (`_ami_rollout/`), which is the only way it reaches a running fleet.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ def ensure(ec2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
     template = _ec2.describe_launch_template(ec2, name)
     actions: list[str] = []
     current: dict[str, Any] | None = None
+    pending_image = ""
     if template is None:
         actions.append(f"create launch template {name}")
         template_id, default_version, latest_version = "", 1, 1
@@ -151,6 +154,9 @@ def ensure(ec2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         latest_version = int(template["LatestVersionNumber"])
         versions = _ec2.describe_launch_template_versions(ec2, template_id, [str(default_version)])
         current = launch_data(versions[0].get("LaunchTemplateData") if versions else {})
+        live_image = current.get("ImageId", "")
+        if params.get("keep_image") and live_image and live_image != wanted["ImageId"]:
+            pending_image, wanted = wanted["ImageId"], {**wanted, "ImageId": live_image}
         differs = differing_keys(current, wanted)
         if differs:
             latest_version += 1
@@ -177,6 +183,8 @@ def ensure(ec2: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]
         "template_id": template_id,
         "template_name": name,
         "default_version": default_version,
+        "image_id": wanted["ImageId"],
+        "pending_image_id": pending_image,
         "latest_version": latest_version,
         "launch_template_data": wanted,
         "mixed_instances_policy": cs.autoscaling_group_option(s),
