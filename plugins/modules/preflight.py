@@ -157,6 +157,11 @@ options:
         memory ECS reserves (each container's memoryReservation, else its memory; the GPU's memory does not count).
       - C({instance_type, variable, gpus, cpu, memory, memory_variable, sidecar_memory}); omit it, or leave
         C(instance_type) empty, to skip the check.
+      - With role C(fleet_capacity)'s capacity settings also (C(instance_types), C(capacity_reservation_id),
+        C(capacity_reservation_group_arn), C(capacity_block_id), C(spot), C(max_size)), every type must hold one task
+        (the smallest decides), the types must be of one GPU shape, the combination must be one that works, and a
+        targeted reservation or Capacity Block (C(DescribeCapacityReservations)) must be live, hold the type and at
+        least C(max_size) instances - instances that target it launch nowhere else.
     type: dict
   principal_arn:
     description: The principal to simulate; default the caller (an assumed role's session becomes its role, which
@@ -324,7 +329,9 @@ def _resources(module, params: dict, result: dict) -> list[str]:
         return []
     resources = [r for r in _preflight_resources.expand(params["resources"]) if not _preflight.marker_in(str(r["id"]), markers)]
     fit = params.get("instance_type_fit")
-    if fit and _preflight.marker_in(str(fit.get("instance_type") or ""), markers):
+    # An instance type or reservation id still a placeholder is reported as one, not read.
+    named = ("instance_type", "instance_types", "capacity_reservation_id", "capacity_reservation_group_arn", "capacity_block_id")
+    if fit and any(_preflight.marker_in(str(fit.get(key) or ""), markers) for key in named):
         fit = None
     report = _preflight_resources.preflight_report(
         lambda service: client(module, service), resources, fit, params["account_id"], params["region"]

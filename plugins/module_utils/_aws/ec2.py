@@ -104,16 +104,48 @@ def describe_launch_template_versions(ec2: Any, template_id: str, versions: list
 
 
 def create_launch_template_version(
-    ec2: Any, template_id: str, source_version: str, data: dict[str, Any], description: str
+    ec2: Any, template_id: str, source_version: str | None, data: dict[str, Any], description: str
 ) -> dict[str, Any]:
-    """A new version: the source version's data with `data` laid over it. It does not become the default."""
+    """A new version: the source version's data with `data` laid over it (`data` alone when `source_version` is None,
+    so a key left out is gone). It does not become the default."""
+    source = {"SourceVersion": source_version} if source_version else {}
     return ec2.create_launch_template_version(
-        aws_retry=True,
-        LaunchTemplateId=template_id,
-        SourceVersion=source_version,
-        LaunchTemplateData=data,
-        VersionDescription=description[:255],
+        aws_retry=True, LaunchTemplateId=template_id, LaunchTemplateData=data, VersionDescription=description[:255], **source
     )["LaunchTemplateVersion"]
+
+
+def describe_launch_template(ec2: Any, name: str) -> dict[str, Any] | None:
+    """The launch template of that name (its id, default and latest version numbers, tags), or None."""
+    try:
+        found = ec2.describe_launch_templates(aws_retry=True, LaunchTemplateNames=[name])["LaunchTemplates"]
+    except is_boto3_error_code(MISSING_LAUNCH_TEMPLATE):
+        return None
+    return found[0] if found else None
+
+
+def create_launch_template(ec2: Any, name: str, data: dict[str, Any], tags: dict[str, str], description: str) -> dict[str, Any]:
+    """A new launch template whose version 1 (its default) holds `data`, tagged."""
+    tag_specs = [{"ResourceType": "launch-template", "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}] if tags else []
+    return ec2.create_launch_template(
+        aws_retry=True, LaunchTemplateName=name, LaunchTemplateData=data, VersionDescription=description[:255], TagSpecifications=tag_specs
+    )["LaunchTemplate"]
+
+
+def create_tags(ec2: Any, resource_id: str, tags: dict[str, str]) -> None:
+    ec2.create_tags(aws_retry=True, Resources=[resource_id], Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())])
+
+
+def delete_tags(ec2: Any, resource_id: str, keys: list[str]) -> None:
+    ec2.delete_tags(aws_retry=True, Resources=[resource_id], Tags=[{"Key": k} for k in sorted(keys)])
+
+
+def describe_capacity_reservation(ec2: Any, reservation_id: str) -> dict[str, Any] | None:
+    """One On-Demand Capacity Reservation or Capacity Block (its type, instance type, zone, counts, state), or None."""
+    try:
+        found = ec2.describe_capacity_reservations(aws_retry=True, CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    except is_boto3_error_code(["InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"]):
+        return None
+    return found[0] if found else None
 
 
 def set_default_launch_template_version(ec2: Any, template_id: str, version: str) -> None:

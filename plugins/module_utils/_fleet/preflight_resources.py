@@ -2,8 +2,10 @@
 # Apache License 2.0 (see galaxy.yml)
 """The preflight's read of what the inventory names, before any write: every id it gives exists in the account and
 region (VPC, subnets, security groups, load balancer, certificates, AMI, SNS topics, model bucket, ECR repository),
-and one task fits one instance of the fleet's instance type (GPUs, CPU, the memory ECS reserves; DescribeInstanceTypes).
-Kept apart from preflight.py's inventory checks; each problem names the variable, its value and the fix."""
+and one task fits one instance of each of the fleet's instance types (GPUs, CPU, the memory ECS reserves;
+DescribeInstanceTypes), the types are of one GPU shape, and a targeted capacity reservation or Capacity Block holds
+them (DescribeCapacityReservations; `capacity_sources.py`). Kept apart from preflight.py's inventory checks; each
+problem names the variable, its value and the fix."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import sns as _sns
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_sources as cs
 
 # kind -> (what it is, the AWS service a client is needed for, how a team makes it)
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -93,6 +96,26 @@ def fit_problems(spec: dict[str, Any], described: dict[str, Any] | None, region:
 # ---------------------------------------------------------------- reads
 
 
+def capacity_problems(ec2: Any, fit: dict[str, Any], region: str) -> list[str]:
+    """The capacity settings together (capacity_sources), one task on one instance of every type the group may launch
+    (so the smallest decides), one GPU shape across them, and the targeted reservation or block read back.
+
+    fit: instance_fit's keys, plus instance_types (several; else [instance_type]), capacity_reservation_id,
+    capacity_reservation_group_arn, capacity_block_id, spot and max_size (the Auto Scaling group's)."""
+    sources = cs.from_params({**fit, "instance_types": fit.get("instance_types") or [fit.get("instance_type")]})
+    problems = cs.setting_problems(sources)
+    several = len(sources.instance_types) > 1
+    described = {t: _ec2.describe_instance_type(ec2, t) for t in sources.instance_types}
+    for name, found in described.items():
+        variable = "fleet_capacity_instance_types" if several else fit.get("variable")
+        problems += fit_problems({**fit, "instance_type": name, "variable": variable}, found, region)
+    problems += cs.shape_problems(sources.instance_types, {n: d for n, d in described.items() if d is not None}, region)
+    if sources.reservation_id and not problems:
+        reservation = _ec2.describe_capacity_reservation(ec2, sources.reservation_id)
+        problems += cs.reservation_problems(sources, reservation, int(fit.get("max_size") or 0))
+    return problems
+
+
 def exists_reader(clients: Callable[[str], Any], resources: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
     """A test per resource, reading each service once per kind where the API takes a list (VPCs, subnets, groups, AMIs)."""
     by_kind: dict[str, set[str]] = {}
@@ -138,8 +161,8 @@ def preflight_report(
     try:
         exists = exists_reader(clients, resources)
         problems += [missing_problem(r, account, region) for r in resources if not exists(r)]
-        if fit and fit.get("instance_type"):
-            problems += fit_problems(fit, _ec2.describe_instance_type(clients("ec2"), fit["instance_type"]), region)
+        if fit and (fit.get("instance_type") or fit.get("instance_types")):
+            problems += capacity_problems(clients("ec2"), fit, region)
     except (BotoCoreError, ClientError) as e:
         services = sorted({KINDS[r["kind"]][1] for r in resources} | ({"ec2"} if fit else set()))
         problems.append(
