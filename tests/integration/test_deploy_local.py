@@ -73,7 +73,8 @@ def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
     assert len(_revisions(moto)) == 1
     # One model host path (inventories/local's fleet_capacity_model_host_path): the task's /models and the agents'.
     registered = first.result("Register the Triton task definition")["task_definition"]
-    assert [v["host"]["sourcePath"] for v in registered["volumes"]] == ["/srv/inferops/models"]
+    # The host path is the models' only one; the metrics sidecar's scrape-target volume is the task's own (no host).
+    assert [v["host"]["sourcePath"] for v in registered["volumes"] if "host" in v] == ["/srv/inferops/models"]
     template = moto.client("ec2").describe_launch_template_versions(LaunchTemplateName="triton-local-gpu", Versions=["$Latest"])
     assert (
         '"host_path": "/srv/inferops/models"'
