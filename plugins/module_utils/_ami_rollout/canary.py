@@ -26,7 +26,6 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, listener_actions
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models, version_problems
 
 
 class Canary:
@@ -166,24 +165,7 @@ class Canary:
             run.clock.sleep(options["interval_s"])
 
     def gate_problems(self, url: str, options: dict[str, Any]) -> list[str]:
-        client = self.run.triton(url, options["request_timeout_s"])
-        problems: list[str] = []
-        try:
-            if not client.live():
-                return [f"Triton at {url} is not live"]
-            if not client.ready():
-                problems.append(f"Triton at {url} is not ready")
-            if options.get("expected_models") or options.get("expected_versions"):
-                index = client.repository_index()
-                problems += unready_models(index, options.get("expected_models") or [])
-                problems += version_problems(index, options.get("expected_versions") or {})
-            smoke = options.get("smoke")
-            if smoke and not problems:
-                outputs = client.infer(smoke["model"], smoke.get("inputs") or [], str(smoke.get("version") or ""))
-                problems += gates.smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
-        except TritonError as e:
-            problems.append(f"Triton gate on {url}: {e}")
-        return problems
+        return gates.triton_problems(self.run.triton(url, options["request_timeout_s"]), url, options)
 
     # ------------------------------------------------------------ bake and cleanup
 

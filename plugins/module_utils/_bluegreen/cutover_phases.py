@@ -23,7 +23,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen imp
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.canary_watch import CanaryFailed
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverFailed, CutoverState
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError, unready_models, version_problems
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError
 
 __all__ = ["CutoverFailed", "CutoverPhases"]
 
@@ -124,22 +124,9 @@ class CutoverPhases(CutoverState):
                 problems += grpc_route.gate_problems(grpc_url, self.p["gates"], self.p.get("grpc"))
             return problems
         options = self.p["gates"]
-        client = self.triton(url, options["request_timeout_s"])
-        try:
-            if not client.live():
-                return [*problems, f"Triton at {url} is not live"]
-            if not client.ready():
-                problems.append(f"Triton at {url} is not ready")
-            if options.get("expected_models") or options.get("expected_versions"):
-                index = client.repository_index()
-                problems += unready_models(index, options.get("expected_models") or [])
-                problems += version_problems(index, options.get("expected_versions") or {})
-            smoke = options.get("smoke")
-            if smoke and not problems:
-                outputs = client.infer(smoke["model"], smoke.get("inputs") or [], str(smoke.get("version") or ""))
-                problems += gates.smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
-        except TritonError as e:
-            problems.append(f"Triton gate on {url}: {e}")
+        problems += gates.triton_problems(self.triton(url, options["request_timeout_s"]), url, options)
+        if gates.not_live(url) in problems:
+            return problems
         grpc_url = grpc_route.test_url(self.p.get("grpc"), color)
         if grpc_url:
             problems += grpc_route.gate_problems(grpc_url, options, self.p.get("grpc"))

@@ -112,6 +112,32 @@ def missing_alarms(alarms: list[dict[str, Any]], names: list[str]) -> list[str]:
     return [n for n in names if n not in found]
 
 
+def not_live(url: str) -> str:
+    return f"Triton at {url} is not live"
+
+
+def triton_problems(client: Any, url: str, options: dict[str, Any]) -> list[str]:
+    """Triton's gates through one route (`client` a `TritonClient` on `url`): live, ready, the expected models READY at
+    the expected versions, then the smoke inference; a Triton error is a problem, never an exception."""
+    problems: list[str] = []
+    try:
+        if not client.live():
+            return [not_live(url)]
+        if not client.ready():
+            problems.append(f"Triton at {url} is not ready")
+        if options.get("expected_models") or options.get("expected_versions"):
+            index = client.repository_index()
+            problems += triton.unready_models(index, options.get("expected_models") or [])
+            problems += triton.version_problems(index, options.get("expected_versions") or {})
+        smoke = options.get("smoke")
+        if smoke and not problems:
+            outputs = client.infer(smoke["model"], smoke.get("inputs") or [], str(smoke.get("version") or ""))
+            problems += smoke_problems(outputs, smoke.get("expected_outputs") or [], smoke.get("tolerance") or 0.0)
+    except triton.TritonError as e:
+        problems.append(f"Triton gate on {url}: {e}")
+    return problems
+
+
 def smoke_problems(outputs: list[dict[str, Any]], expected: list[dict[str, Any]], tolerance: float) -> list[str]:
     """Differences between a smoke inference's outputs and the expected ones (by output name, element-wise)."""
     by_name = {o.get("name"): o for o in outputs}
