@@ -158,10 +158,11 @@ options:
       - C({instance_type, variable, gpus, cpu, memory, memory_variable, sidecar_memory}); omit it, or leave
         C(instance_type) empty, to skip the check.
       - With role C(fleet_capacity)'s capacity settings also (C(instance_types), C(capacity_reservation_id),
-        C(capacity_reservation_group_arn), C(capacity_block_id), C(spot), C(max_size)), every type must hold one task
+        C(capacity_reservation_group_arn), C(capacity_block_id), C(spot), C(max_size), C(subnets)), every type must hold one task
         (the smallest decides), the types must be of one GPU shape, the combination must be one that works, and a
         targeted reservation or Capacity Block (C(DescribeCapacityReservations)) must be live, hold the type and at
-        least C(max_size) instances - instances that target it launch nowhere else.
+        least C(max_size) instances - instances that target it launch nowhere else - in the Availability Zone of one of
+        C(subnets).
     type: dict
   principal_arn:
     description: The principal to simulate; default the caller (an assumed role's session becomes its role, which

@@ -340,6 +340,28 @@ def test_the_preflight_reads_the_reservation_and_counts_every_type():
         "that target it launch nowhere else: lower fleet_capacity_max_size to 2, or grow the reservation"
     ]
 
+    # The reservation lives in one zone: the group's subnets are read, and none of them in its zone is refused.
+    ec2, stub = stubbed_ec2()
+    stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
+    zoned = {
+        "CapacityReservationId": RESERVATION,
+        "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": "us-east-1a",
+        "State": "active",
+        "TotalInstanceCount": 4,
+        "AvailableInstanceCount": 4,
+    }
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [zoned]}, {"CapacityReservationIds": [RESERVATION]})
+    subnets = [{"SubnetId": "subnet-0b", "AvailabilityZone": "us-east-1b", "CidrBlock": "10.0.2.0/24"}]
+    stub.add_response("describe_subnets", {"Subnets": subnets}, {"Filters": [{"Name": "subnet-id", "Values": ["subnet-0b"]}]})
+    with stub:
+        problems = pr.capacity_problems(ec2, {**fit, "subnets": ["subnet-0b"]}, "us-east-1")
+    stub.assert_no_pending_responses()
+    assert problems == [
+        f"fleet_capacity_capacity_reservation_id = {RESERVATION} is in us-east-1a but fleet_capacity_subnets are in ['us-east-1b']: "
+        "add a subnet of us-east-1a to fleet_capacity_subnets"
+    ]
+
     # Mixed sizes: every type must hold one task, so a task too large for the smallest is named with that type.
     ec2, stub = stubbed_ec2()
     for name in ("g5.xlarge", "g5.4xlarge"):

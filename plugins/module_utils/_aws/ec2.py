@@ -51,12 +51,17 @@ def describe_security_groups(ec2: Any, group_ids: list[str]) -> dict[str, dict[s
     return {group["GroupId"]: group for group in found["SecurityGroups"]}
 
 
-def describe_subnet_cidrs(ec2: Any, subnet_ids: list[str]) -> dict[str, str]:
-    """The IPv4 CIDR block of each subnet among `subnet_ids` that exists, in one listing."""
+def describe_subnets(ec2: Any, subnet_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each subnet among `subnet_ids` that exists, by id, in one listing."""
     if not subnet_ids:
         return {}
     found = full_result(ec2, "describe_subnets", Filters=[{"Name": "subnet-id", "Values": sorted(set(subnet_ids))}])
-    return {subnet["SubnetId"]: subnet["CidrBlock"] for subnet in found["Subnets"]}
+    return {subnet["SubnetId"]: subnet for subnet in found["Subnets"]}
+
+
+def describe_subnet_cidrs(ec2: Any, subnet_ids: list[str]) -> dict[str, str]:
+    """The IPv4 CIDR block of each subnet among `subnet_ids` that exists."""
+    return {sid: subnet["CidrBlock"] for sid, subnet in describe_subnets(ec2, subnet_ids).items()}
 
 
 def authorize_security_group_ingress(ec2: Any, group_id: str, permissions: list[dict[str, Any]]) -> None:

@@ -101,7 +101,8 @@ def capacity_problems(ec2: Any, fit: dict[str, Any], region: str) -> list[str]:
     (so the smallest decides), one GPU shape across them, and the targeted reservation or block read back.
 
     fit: instance_fit's keys, plus instance_types (several; else [instance_type]), capacity_reservation_id,
-    capacity_reservation_group_arn, capacity_block_id, spot and max_size (the Auto Scaling group's)."""
+    capacity_reservation_group_arn, capacity_block_id, spot, max_size (the Auto Scaling group's) and subnets (the
+    group's: a reservation lives in one Availability Zone, and the group must be able to launch there)."""
     sources = cs.from_params({**fit, "instance_types": fit.get("instance_types") or [fit.get("instance_type")]})
     problems = cs.setting_problems(sources)
     several = len(sources.instance_types) > 1
@@ -112,7 +113,8 @@ def capacity_problems(ec2: Any, fit: dict[str, Any], region: str) -> list[str]:
     problems += cs.shape_problems(sources.instance_types, {n: d for n, d in described.items() if d is not None}, region)
     if sources.reservation_id and not problems:
         reservation = _ec2.describe_capacity_reservation(ec2, sources.reservation_id)
-        problems += cs.reservation_problems(sources, reservation, int(fit.get("max_size") or 0))
+        zones = [subnet["AvailabilityZone"] for subnet in _ec2.describe_subnets(ec2, list(fit.get("subnets") or [])).values()]
+        problems += cs.reservation_problems(sources, reservation, int(fit.get("max_size") or 0), zones)
     return problems
 
 
