@@ -8,7 +8,9 @@ moto 5 stores a launch template's CapacityReservationSpecification and InstanceM
 MixedInstancesPolicy as sent; it models no reservation (nothing is launched here, so nothing needs one). Its
 UpdateAutoScalingGroup drops a mixed instances policy the request does not name (AWS keeps it): the capacity provider's
 managed termination protection sends such an update (NewInstancesProtectedFromScaleIn alone), so these runs turn it
-off; tests/integration/test_infrastructure.py covers it on a group of one type.
+off; tests/integration/test_infrastructure.py covers it on a group of one type. For the same reason, and because moto
+neither stores nor shows a group's CapacityRebalance, the Spot run turns Capacity Rebalancing off: module
+autoscaling_group_settings is covered against botocore's request validation in tests/unit/test_group_settings.py.
 """
 
 from __future__ import annotations
@@ -89,7 +91,13 @@ def test_a_reserved_p5_fleet_targets_its_reservation_then_spot_replaces_it(moto_
     assert "MixedInstancesPolicy" not in group
 
     # The same fleet moved to Spot on two g5 sizes: a new default version without the reservation, a mixed policy.
-    spot = variables(moto_server, account, fleet_capacity_instance_types=["g5.2xlarge", "g5.4xlarge"], fleet_capacity_spot=True)
+    spot = variables(
+        moto_server,
+        account,
+        fleet_capacity_instance_types=["g5.2xlarge", "g5.4xlarge"],
+        fleet_capacity_spot=True,
+        fleet_capacity_capacity_rebalance=False,  # see the module docstring
+    )
     run = run_playbook(PLAYBOOK, extra_vars=spot, env=moto_server.env())
     assert run.rc == 0, run.stdout[-3000:]
     assert run.result(TEMPLATE_TASK)["actions"][0].startswith("create version 2 (CapacityReservationSpecification, InstanceType, UserData)")

@@ -47,3 +47,8 @@ def describe_lifecycle_hooks(autoscaling: Any, group: str) -> list[dict[str, Any
 
 def describe_scaling_activities(autoscaling: Any, group: str) -> list[dict[str, Any]]:
     return full_result(autoscaling, "describe_scaling_activities", AutoScalingGroupName=group).get("Activities", [])
+
+
+def update_group(autoscaling: Any, name: str, settings: dict[str, Any]) -> None:
+    """Writes the given UpdateAutoScalingGroup settings (e.g. CapacityRebalance) and nothing else."""
+    autoscaling.update_auto_scaling_group(aws_retry=True, AutoScalingGroupName=name, **settings)
