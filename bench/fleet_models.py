@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / ".build" / "collections")]
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.convergence import RolloutError  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
@@ -68,7 +68,7 @@ FLEET_POLL_S = 2
 
 def publish_model_set(moto: MotoServer, source: Path) -> dict[str, int]:
     """MODELS at version 1, FILES_PER_MODEL files of FILE_BYTES each, published; returns the release's models."""
-    s3 = _s3.retrying_client(moto.client("s3"))
+    s3 = retrying_client(moto.client("s3"))
     fill = random.Random(10)
     for model in MODELS:
         version_dir = source / model / "1"

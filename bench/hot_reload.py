@@ -39,7 +39,7 @@ sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / ".build" / "collections")]
 import numpy as np  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync import (  # noqa: E402
     local_versions,
@@ -138,7 +138,7 @@ def run(work: Path) -> dict[str, float]:
     triton = None
     try:
         moto.client("s3").create_bucket(Bucket=BUCKET)
-        s3 = _s3.retrying_client(moto.client("s3"))
+        s3 = retrying_client(moto.client("s3"))
 
         def publish(version: int) -> None:
             version_dir, config = make_version(source, MODEL, version)

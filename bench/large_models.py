@@ -51,6 +51,7 @@ from botocore.config import Config  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import transfer  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import file_key, manifest_key  # noqa: E402
@@ -100,7 +101,7 @@ def write_release_files(source: Path, large_bytes: int) -> Path:
 
 def publish_figure(moto: ProxiedMoto, source: Path, put_limit: int) -> tuple[int, dict]:
     """(1 when the large file published and verified above the single-PUT limit, the publish result)."""
-    s3 = _s3.retrying_client(moto.client("s3"))
+    s3 = retrying_client(moto.client("s3"))
     version_dir = source / MODEL / "1"
     try:
         with open(version_dir / LARGE_NAME, "rb") as body:

@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1] / ".build" / "collections"))
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
@@ -119,7 +119,7 @@ def controller(moto: MotoServer, state: str, **params: Any) -> dict[str, Any]:
         "inference_failures_before": None,
         **params,
     }
-    s3, ecs = (_s3.retrying_client(moto.client(service)) for service in ("s3", "ecs"))
+    s3, ecs = (retrying_client(moto.client(service)) for service in ("s3", "ecs"))
     return rollout.run(s3, ecs, full, False, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
@@ -150,7 +150,7 @@ def measure(tmp: Path) -> dict[str, float] | None:
         s3.create_bucket(Bucket=BUCKET)
         for version in (1, 2):
             version_dir, config = make_version(tmp / "source", MODEL, version)
-            publish_version(_s3.retrying_client(s3), BUCKET, PREFIX, MODEL, version, str(version_dir), str(config))
+            publish_version(retrying_client(s3), BUCKET, PREFIX, MODEL, version, str(version_dir), str(config))
         ec2, ecs = moto.client("ec2"), moto.client("ecs")
         image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
         instance_id = ec2.run_instances(ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="g5.xlarge")["Instances"][0]["InstanceId"]

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout as _model_release_rollout
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import release_key
@@ -93,7 +93,7 @@ class SimulatedFleet:
 
     def publish(self, version: int, broken: bool = False) -> None:
         entry = self.version_source(version, broken)
-        publish_version(_s3.retrying_client(self.s3), self.bucket, self.prefix, self.model, version, entry["source"], entry["config"])
+        publish_version(retrying_client(self.s3), self.bucket, self.prefix, self.model, version, entry["source"], entry["config"])
 
     def controller(self, state: str, check_mode: bool = False, **params: Any) -> dict[str, Any]:
         """One model_release run in-process (the module's own code), against the moto server."""
@@ -112,7 +112,7 @@ class SimulatedFleet:
             "inference_failures_before": None,
             **params,
         }
-        s3, ecs = (_s3.retrying_client(self.moto.client(service)) for service in ("s3", "ecs"))
+        s3, ecs = (retrying_client(self.moto.client(service)) for service in ("s3", "ecs"))
         return _model_release_rollout.run(s3, ecs, full, check_mode, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     # -- what the fleet does

@@ -1,5 +1,6 @@
 """A simulated container instance for the model agent: its config file, a stand-in for the instance's local
-endpoints, real tritonserver "tasks", and the agent itself as a subprocess (`python3 -m ..._models.agent`).
+endpoints, real tritonserver "tasks", and the agent itself as a subprocess: the program role model_agent installs
+(`python3 inferops-model-agent-<digest>.pyz`, built from the checkout by `agent_program.ensure_program` into .cache/).
 
 The stand-in endpoint (one HTTP server in a thread) answers what the agent asks on an EC2 container instance:
 - the ECS agent's introspection API: `GET /v1/metadata` (cluster, container instance ARN) and `GET /v1/tasks`,
@@ -37,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent_program import ensure_program
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     build_release,
     release_key,
@@ -51,7 +53,7 @@ from .moto import ACCOUNT_ID, REGION, MotoServer
 from .ports import free_port, wait_until
 from .triton import REPO_ROOT, TritonServer
 
-AGENT_MODULE = "ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent"
+PROGRAM_BUILD_DIR = REPO_ROOT / ".cache" / "model-agent"
 TRITON_CONTAINER = "triton"
 # Explicit model control, no auto-complete (as docs/models.md recommends): the agent loads what the release names.
 TRITON_ARGS = ("--disable-auto-complete-config",)
@@ -74,6 +76,12 @@ def write_release(
     )
     moto.client("s3").put_object(Bucket=bucket, Key=release_key(prefix, application, name), Body=render_release(record))
     return record
+
+
+def agent_program() -> str:
+    """The agent as the instances run it: the checkout's program, built once per content (a rebuild of unchanged
+    sources writes nothing)."""
+    return str(ensure_program(str(REPO_ROOT), str(PROGRAM_BUILD_DIR), check_mode=False)["path"])
 
 
 class InstanceEndpoints:
@@ -301,10 +309,13 @@ class SimulatedInstance:
         return task
 
     def command(self, mode: str) -> list[str]:
-        return [sys.executable, "-m", AGENT_MODULE, "--config", str(self.config_path), mode]
+        return [sys.executable, agent_program(), "--config", str(self.config_path), mode]
 
     def env(self) -> dict[str, str]:
-        return dict(os.environ, **self.moto.env(), PYTHONPATH=str(REPO_ROOT / ".build" / "collections"))
+        # No PYTHONPATH to the collection: every module the agent runs comes from the program.
+        env = dict(os.environ, **self.moto.env())
+        env.pop("PYTHONPATH", None)
+        return env
 
     def run(self, mode: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
         """One agent run (`--boot` or `--once`), its journal in stderr."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError, manifest_files, manifest_key
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from tests.harness.ansible import run_playbook
@@ -33,7 +33,7 @@ def bucket(shared_s3_moto_server):
 
 @pytest.fixture
 def s3(shared_s3_moto_server):
-    return _s3.retrying_client(shared_s3_moto_server.client("s3"))
+    return retrying_client(shared_s3_moto_server.client("s3"))
 
 
 def keys(shared_s3_moto_server, bucket: str) -> list[str]:

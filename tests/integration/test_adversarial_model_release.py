@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import rollout
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     RECORD_NAMES,
@@ -54,7 +55,7 @@ def test_adversarial_model_release_racing_controllers_never_lose_a_write_silentl
     raw = s3_moto_server.client("s3")
     bucket = f"race-{uuid.uuid4().hex[:8]}"
     raw.create_bucket(Bucket=bucket)
-    s3 = _s3.retrying_client(raw)
+    s3 = retrying_client(raw)
     for version in (1, 2, 3):
         raw.put_object(Bucket=bucket, Key=f"p/m/{version}.manifest.json", Body=b"{}")
     for name, rid, version in (("current", "r-cur", 2), ("previous", "r-prev", 1)):

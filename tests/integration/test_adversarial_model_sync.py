@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import file_key
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
@@ -32,7 +33,7 @@ class Repo:
         self.raw = moto.client("s3")
         self.bucket = f"adv-sync-{uuid.uuid4().hex[:8]}"
         self.raw.create_bucket(Bucket=self.bucket)
-        self.s3 = _s3.retrying_client(self.raw)
+        self.s3 = retrying_client(self.raw)
         self.source = tmp_path / "source"
         self.host = tmp_path / "host"
         self.model_dir = self.host / "m"

@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import transfer
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_key
@@ -45,7 +46,7 @@ def bucket(shared_s3_moto_server) -> str:
 
 @pytest.fixture
 def s3(shared_s3_moto_server):
-    return _s3.retrying_client(shared_s3_moto_server.client("s3"))
+    return retrying_client(shared_s3_moto_server.client("s3"))
 
 
 def large_version(tmp_path, size: int = 12 * MIB):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_key, parse_manifest
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
@@ -43,7 +43,7 @@ class Fleet:
         self.tmp_path = tmp_path
         self.bucket = f"agent-{uuid.uuid4().hex[:8]}"
         moto.client("s3").create_bucket(Bucket=self.bucket)
-        self.s3 = _s3.retrying_client(moto.client("s3"))
+        self.s3 = retrying_client(moto.client("s3"))
         self.instances: list[SimulatedInstance] = []
 
     def publish(self, version: int, model: str = MODEL, **kwargs) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import sync as _model_sync
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import ManifestError, file_key
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
@@ -30,7 +31,7 @@ TRITON_ARGS = ("--disable-auto-complete-config",)
 class Stack:
     def __init__(self, tmp_path: Path, moto, triton_server) -> None:
         self.moto = moto
-        self.s3 = _s3.retrying_client(moto.client("s3"))
+        self.s3 = retrying_client(moto.client("s3"))
         moto.client("s3").create_bucket(Bucket=BUCKET)
         self.source = tmp_path / "source"
         self.host = tmp_path / "host"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import s3 as _s3
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import retrying_client
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import build_release, release_key, render_release
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
@@ -96,7 +96,7 @@ def ready_versions(task: Any) -> list[int]:
 def instance(shared_moto_server, tmp_path: Path):
     bucket = f"colours-{uuid.uuid4().hex[:8]}"
     shared_moto_server.client("s3").create_bucket(Bucket=bucket)
-    s3 = _s3.retrying_client(shared_moto_server.client("s3"))
+    s3 = retrying_client(shared_moto_server.client("s3"))
     for version in (1, 2, 3):
         version_dir, config = make_version(tmp_path / "source", MODEL, version)
         publish_version(s3, bucket, PREFIX, MODEL, version, str(version_dir), str(config))

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-import yaml
 from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import agent, agent_config, agent_instance
@@ -27,7 +22,6 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import view_releases as release_view_releases
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = "triton"
 CREATED = "2026-01-01T00:00:00Z"
 
@@ -356,23 +350,3 @@ def test_records_are_read_again_only_when_their_etag_changes():
 def test_the_standalone_client_accepts_aws_retry_like_the_module_clients():
     s3 = FakeS3({"k": b"v"})
     assert agent.BotocoreRetryingClient(s3).get_object(aws_retry=True, Bucket="b", Key="k")["Body"].read() == b"v"
-
-
-# ---------------------------------------------------------------- what the instance needs
-
-
-def test_the_agent_imports_no_ansible_and_the_role_installs_every_module_it_imports():
-    """On the instance only the system python3 and boto3 exist: import the agent with `ansible` unimportable, and
-    compare the collection modules it loaded with the files roles/model_agent installs."""
-    package = "ansible_collections.inferops.triton_ecs.plugins.module_utils"
-    code = (
-        f"import sys, json; sys.modules['ansible'] = None; package = '{package}'; "
-        f"import {package}._models.agent; "
-        "print(json.dumps(sorted(name[len(package) + 1 :].replace('.', '/') + '.py' "
-        "for name, mod in sys.modules.items() if name.startswith(package + '._') and not hasattr(mod, '__path__'))))"
-    )
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / ".build" / "collections"))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    installed = yaml.safe_load((REPO_ROOT / "roles" / "model_agent" / "vars" / "main.yml").read_text())["model_agent__module_files"]
-    assert set(json.loads(done.stdout)) <= set(installed)

@@ -12,6 +12,7 @@ import pytest
 BOOT = "inferops-model-agent-boot.service"
 SERVE = "inferops-model-agent.service"
 STORAGE = "inferops-instance-storage.service"
+PROGRAM = "/opt/inferops/model-agent.pyz"
 BUCKET = "molecule-new-instance"
 RELEASE_KEY = "models/releases/triton/current.json"
 STATUS_KEY = "models/status/triton/i-0000000000000001.json"
@@ -47,10 +48,15 @@ def test_ecs_requires_the_hydration_which_waits_for_the_storage(host):
     assert props(host, SERVE, "UnitFileState")["UnitFileState"] == "enabled"
 
 
-def test_the_agent_runs_without_ansible_on_the_instance(host):
+def test_the_agent_is_one_program_run_without_ansible_on_the_instance(host):
     assert host.run("python3 -c 'import ansible'").rc != 0
-    tree = "/opt/inferops/model-agent/ansible_collections/inferops/triton_ecs/plugins/module_utils"
-    assert host.file(f"{tree}/_models/agent.py").exists and host.file(f"{tree}/_models/__init__.py").exists
+    program = host.file(PROGRAM)
+    assert program.is_file and (program.user, program.mode) == ("root", 0o644)
+    assert not host.file("/opt/inferops/model-agent").exists  # no package tree beside it
+    helped = host.run(f"python3 {PROGRAM} --help")
+    assert helped.rc == 0 and helped.stdout.startswith("usage: inferops-model-agent"), helped.stderr
+    for unit, mode in ((BOOT, "--boot"), (SERVE, "--serve")):
+        assert f"/usr/bin/python3 {PROGRAM} --config /etc/inferops/model-agent.json {mode}" in host.check_output(f"systemctl cat {unit}")
 
 
 def test_ecs_starts_only_after_the_models_are_hydrated(host, aws_client):

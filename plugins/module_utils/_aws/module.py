@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
-from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry
+from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry, RetryingBotoClientWrapper
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors
 
-__all__ = ["aws_module", "client", "converge"]
+__all__ = ["aws_module", "client", "converge", "retrying_client"]
 
 
 def aws_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleAWSModule:
@@ -33,3 +33,9 @@ def converge(module: AnsibleAWSModule, services: Sequence[str], ensure: Callable
     clients = [client(module, service) for service in services]
     with module_errors(module, aws_msg):
         return ensure(*clients, module.params, module.check_mode)
+
+
+def retrying_client(boto3_client: Any) -> Any:
+    """Wraps a plain boto3 client the way `client` does, so `aws_retry=True` works the same outside a module (tests,
+    benchmarks). Here, not in _aws/s3.py: the model agent imports that file and runs without Ansible."""
+    return RetryingBotoClientWrapper(boto3_client, AWSRetry.jittered_backoff())

@@ -3,7 +3,7 @@
 """The one place this collection calls the S3 API: one thin function per call.
 
 Every function takes a client made by `AnsibleAWSModule.client("s3", retry_decorator=AWSRetry.jittered_backoff())`
-(or `retrying_client()` outside a module, for the benchmark) and calls with `aws_retry=True`; errors propagate as
+(or `_aws.module.retrying_client()` outside a module: tests, benchmarks) and calls with `aws_retry=True`; errors propagate as
 botocore exceptions for the module to report through `fail_json_aws`.
 """
 
@@ -21,13 +21,6 @@ CHUNK_BYTES = 1024 * 1024
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # A conditional write that found the key (PreconditionFailed, 412), or met another write of it in flight (409).
 _EXISTS = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
-
-
-def retrying_client(boto3_client: Any) -> Any:
-    """Wraps a plain boto3 client the way AnsibleAWSModule.client does, so `aws_retry=True` works the same."""
-    from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry, RetryingBotoClientWrapper
-
-    return RetryingBotoClientWrapper(boto3_client, AWSRetry.jittered_backoff())
 
 
 def _missing(err: ClientError) -> bool:

@@ -2,7 +2,11 @@
 # Apache License 2.0 (see galaxy.yml)
 """The model agent: runs on every container instance, makes the instance's models follow the application's release.
 
-    python3 -m ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent --config FILE --boot|--serve|--once
+    inferops-model-agent --config FILE --boot|--serve|--once
+
+On the instances that is `python3 /opt/inferops/model-agent.pyz ...`: this file and the module_utils its imports reach,
+packed into one zipapp whose `__main__` calls `main()` (`agent_program.py`, module model_agent_program, role
+model_agent); from a checkout, `python3 -m ansible_collections.inferops.triton_ecs.plugins.module_utils._models.agent`.
 
 - ``--boot``: before ``ecs.service``. Reads the target release (canary.json when it lists this instance, else
   current.json), syncs every model version it names into the host path (the verified sync of module model_sync:
@@ -13,7 +17,8 @@
   API), keeping the previous version serving until the new one is READY, prunes, and writes the status object.
 - ``--once``: one reconcile pass; exits 0 when the release is applied, 1 otherwise (tests, benchmarks, debugging).
 
-It runs with the system python3 and boto3, without Ansible: every module it imports is free of ``ansible``.
+It runs with the system python3 and boto3, without Ansible: every module it imports is free of ``ansible``
+(`agent_program.agent_closure` refuses the build otherwise).
 """
 
 from __future__ import annotations
