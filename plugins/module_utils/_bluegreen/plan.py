@@ -18,8 +18,10 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.gat
 COLORS = ("blue", "green")
 # The target_groups option of bluegreen, bluegreen_listeners and bluegreen_services (doc fragment target_groups).
 TARGET_GROUPS_OPTION = dict(type="dict", required=True, options={color: dict(type="str", required=True) for color in COLORS})
-# The phases in run order; `stop_after` names one of the first six.
-PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "finish")
+# The phases in run order; `stop_after` names one of them but the last. A capacity-paced cutover runs capacity,
+# batches and finish; a blue/green one every phase but batches.
+PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "batches", "finish")
+MODES = ("blue_green", "capacity_paced")
 
 
 PlanError = InputError  # bad input or an AWS state the cutover cannot start from; raised before any write
@@ -66,6 +68,12 @@ def validate_params(params: dict[str, Any]) -> list[str]:
             errors.append(f"{name} is {params[name]}: it is a duration in seconds and cannot be negative")
     if params.get("state", "present") == "present" and (params.get("desired_count") or 0) < 1:
         errors.append(f"desired_count is {params.get('desired_count')}: the new colour needs at least 1 task")
+    batch = params.get("batch_size")
+    if batch is not None and not isinstance(batch, bool) and isinstance(batch, int) and batch < 1:
+        errors.append(
+            f"batch_size is {batch}: a capacity-paced batch is at least 1 task; give 1 or more, or leave batch_size out "
+            "for what one spare instance holds"
+        )
     tgs = params.get("target_groups") or {}
     for color in COLORS:
         if not tgs.get(color):
