@@ -42,7 +42,8 @@ class CutoverPhases(CutoverState):
 
     def phase_capacity(self, plan: bg.Plan) -> None:
         if plan.mode == "capacity_paced":
-            self._paced_capacity(plan)
+            if self.capacity_plan.get("colors") != [plan.new, plan.old]:  # checked once a run (before the lock is taken)
+                self._paced_capacity(plan)
             return
         entry = self._phase("capacity")
         need = placement.task_needs(self.task_definition)
@@ -105,6 +106,7 @@ class CutoverPhases(CutoverState):
         verdict = placement.batch_verdict(need, count, self.batch_size, full, instances, headroom or [], self.p["cluster"])
         batches = paced.schedule(full, self.batch_size, growing, old.desired)
         self.capacity_plan = {
+            "colors": [plan.new, plan.old],
             "mode": "capacity_paced",
             "batch_size": self.batch_size,
             "batches": len(batches),
@@ -301,7 +303,7 @@ class CutoverPhases(CutoverState):
         record["weights"] = {new: batch.weight, old: 100 - batch.weight}
         self.batches.append(record)
         try:
-            self.scale(new, batch.grow_to, self.td_arn)
+            self.scale(new, batch.grow_to, self.td_arn if self.colors[new].task_definition != self.td_arn else None)
             self.await_serving(new, self.td_arn, batch.grow_to, label)
             if not self.weights.get(new):
                 self.run_hooks("standby_healthy", plan)

@@ -48,6 +48,8 @@ class Runner(CutoverPhases):
         plan = self._decide()
         phases = bg.truncate(plan, self.p.get("stop_after"))
         self._refuse_alarms_before_writes(plan)
+        if plan.mode == "capacity_paced" and "capacity" in phases and not self.check_mode:
+            self.phase_capacity(plan)  # reads only: a batch that cannot be placed is refused before any write, the lock's included
         if self.guard is not None and not self.check_mode and self._writes_ahead(plan, phases):
             plan, phases = self._plan_under_lock()
         self._end(entry, "ok", f"{plan.action}: {plan.reason}")
