@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.harness import aws_calls
-from tests.harness.ansible import run_playbook
+from tests.harness.ansible import REPO_ROOT, run_playbook
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 
 FULL = 4
 NEW_TD = "triton:2"
+LEDGER_BUCKET = "triton-models"  # where the emergency rollback's release ledger goes (tests/integration/test_adversarial_cutover.py)
 
 
 class TargetFollower:
@@ -110,7 +112,7 @@ def test_a_fleet_with_one_spare_changes_colour_batch_by_batch(app):
     assert planned["capacity_plan"]["spare_instances_needed"] == 1
     assert planned["capacity_plan"]["batches"] == 4
     assert [a for a in planned["actions"] if a.startswith("batch 2/4")] == [
-        "batch 2/4: update service triton-green: task definition " + app.task_definitions[1] + ", 2 tasks",
+        "batch 2/4: update service triton-green: 2 tasks",
         "batch 2/4: set production weights green=50 blue=50",
         "batch 2/4: update service triton-blue: 2 tasks",
     ]
@@ -144,6 +146,11 @@ def test_a_fleet_with_one_spare_changes_colour_batch_by_batch(app):
     second = next(e for e in res["timeline"] if e["phase"] == "batch 2/4")
     assert second["outcome"] == "ok" and second["detail"].startswith("batch 2/4: green 2, blue 2, weights green=50 blue=50")
     assert app.weights() == {"blue": 0, "green": 100}
+    tags = app.elbv2().describe_tags(ResourceArns=[app.listener_arn])["TagDescriptions"][0]["Tags"]
+    assert {
+        "Key": "inferops:cutover",
+        "Value": "from=blue to=green task_definition=triton:2 count=4",
+    } in tags  # the emergency rollback reads it
     assert {c: (s["taskDefinition"], s["desiredCount"]) for c, s in app.services().items()} == {
         "blue": (app.task_definitions[0], 0),
         "green": (app.task_definitions[1], FULL),
@@ -250,3 +257,39 @@ def test_a_run_resumes_at_weight_0_when_the_new_colour_already_has_tasks(app):
         "update service triton-blue: 3 tasks",
     ]
     assert app.weights() == {"blue": 0, "green": 100}
+
+
+def test_the_emergency_rollback_moves_traffic_at_once_and_scales_the_shrunk_colour_back(mid_batch):
+    """playbooks/rollback_cutover.yml given only the cluster and the application name, in the middle of a
+    capacity-paced cutover (batch 2 done: green 2 of revision 2, blue shrunk to 2, 50/50). The record a paced run
+    writes (checked by the first test) carries the full count: traffic goes back to blue in one write, green is scaled
+    to 0, blue is scaled back to 4, and the module says blue serves with 2 of 4 tasks until then."""
+    app = mid_batch
+    app.ecs().update_service(cluster="inference", service="triton-blue", desiredCount=2)
+    app.elbv2().add_tags(
+        ResourceArns=[app.listener_arn], Tags=[{"Key": "inferops:cutover", "Value": "from=blue to=green task_definition=triton:2 count=4"}]
+    )
+    s3 = app.moto.client("s3")
+    s3.create_bucket(Bucket=LEDGER_BUCKET)
+    extra_vars = {
+        "aws_region": "us-east-1",
+        "aws_endpoint_url": app.moto.endpoint,
+        "rollback_cutover_cluster": "inference",
+        "rollback_cutover_name": "triton",
+        "fleet_iam_model_bucket": LEDGER_BUCKET,
+        "fleet_iam_model_prefix": "models/",
+    }
+    with TargetFollower(app):
+        time.sleep(1)  # the follower registers the targets the colours want, as ECS would
+        run_ = run_playbook(REPO_ROOT / "playbooks" / "rollback_cutover.yml", extra_vars, env=app.moto.env())
+    res = run_.result("Put production traffic back on the previous colour")
+    assert run_.rc == 0, res.get("msg")
+    assert res["actions"] == [
+        "set production weights blue=100 green=0",
+        "update service triton-green: 0 tasks",
+        "update service triton-blue: 4 tasks",
+    ]
+    assert res["old_capacity"]["before"] == {"running": 2, "desired": 2} and res["old_capacity"]["after"] == {"desired": 4}
+    assert "with 2 of 4 tasks running until its scale-up" in res["old_capacity"]["warning"]
+    assert app.weights() == {"blue": 100, "green": 0}
+    assert {c: s["desiredCount"] for c, s in app.services().items()} == {"blue": 4, "green": 0}
