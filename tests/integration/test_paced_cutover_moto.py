@@ -20,10 +20,12 @@ import pytest
 
 from tests.harness import aws_calls
 from tests.harness.ansible import REPO_ROOT, run_playbook
-from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.autoscaling import AUTOSCALING_PLAYBOOK, policies, scaling_args, targets
+from tests.harness.bluegreen import ALARM, APP, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 
 FULL = 4
 NEW_TD = "triton:2"
+POLICIES = [f"{APP}-step-scale-in", f"{APP}-step-scale-out", f"{APP}-target-tracking"]
 LEDGER_BUCKET = "triton-models"  # where the emergency rollback's release ledger goes (tests/integration/test_adversarial_cutover.py)
 
 
@@ -79,7 +81,7 @@ def app(moto_server) -> BlueGreenApp:
 
 
 def run(app: BlueGreenApp, check: bool = False, **args) -> tuple[object, dict]:
-    module_args = app.module_args(NEW_TD, desired_count=FULL, mode="capacity_paced", **args)
+    module_args = app.module_args(NEW_TD, **{"desired_count": FULL, "mode": "capacity_paced", **args})
     module_args = {k: v for k, v in module_args.items() if v is not None}
     result = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": module_args}, check=check, diff=True, env=app.moto.env())
     return result, result.result("Cutover")
@@ -293,3 +295,31 @@ def test_the_emergency_rollback_moves_traffic_at_once_and_scales_the_shrunk_colo
     assert "with 2 of 4 tasks running until its scale-up" in res["old_capacity"]["warning"]
     assert app.weights() == {"blue": 100, "green": 0}
     assert {c: s["desiredCount"] for c, s in app.services().items()} == {"blue": 4, "green": 0}
+
+
+def test_autoscaling_is_held_in_and_out_during_the_batches_and_moves_at_finish(app):
+    """Application Auto Scaling (moto): blue's scalable target (min 2, max 8) with its policies; autoscaling had set
+    blue to 4 while the inventory says 2. The full count 4 is carried; during the batches neither scale-in nor
+    scale-out of blue runs (its shrink is the cutover's, not a policy's); at finish the target and policies move to
+    green with nothing suspended."""
+    run_ = run_playbook(AUTOSCALING_PLAYBOOK, {"as_args": scaling_args(app)}, env=app.moto.env())
+    assert run_.rc == 0, run_.stderr
+    seen: list[dict] = []
+
+    def suspended_at_second_batch(desired: dict[str, int]) -> None:
+        if desired.get("green") == 2:
+            seen.append(dict(targets(app)["blue"]["SuspendedState"]))
+
+    with TargetFollower(app, suspended_at_second_batch):
+        run_, res = run(app, desired_count=2, autoscaling=True)
+    assert run_.rc == 0, run_.stderr + run_.stdout[-3000:]
+    assert seen and seen[0]["DynamicScalingInSuspended"] and seen[0]["DynamicScalingOutSuspended"]
+    assert res["actions"][0] == "suspend scale-in and scale-out of triton-blue"
+    assert {c: s["desiredCount"] for c, s in app.services().items()} == {"blue": 0, "green": FULL}
+    found = targets(app)
+    assert set(found) == {"green"} and (found["green"]["MinCapacity"], found["green"]["MaxCapacity"]) == (2, 8)
+    state = found["green"]["SuspendedState"]
+    assert not state["DynamicScalingInSuspended"] and not state["DynamicScalingOutSuspended"]
+    assert policies(app, "green") == POLICIES
+    again, res = run(app, desired_count=2, autoscaling=True)
+    assert again.rc == 0 and res["decision"] == "noop" and not res["changed"]
