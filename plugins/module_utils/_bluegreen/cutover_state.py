@@ -116,6 +116,7 @@ class CutoverState:
         self.record: dict[str, str] = {}  # the cutover record (a capacity-paced cutover's full count), read in discover
         self.batch_size = 0  # a capacity-paced cutover's batch, sized by the capacity phase
         self.capacity_plan: dict[str, Any] = {}
+        self.capacity_checked: tuple[str | None, str | None] | None = None  # the colours the paced capacity check saw
         self.batches: list[dict[str, Any]] = []  # one entry per batch run
         self.td_arn = ""
         self.task_definition: dict[str, Any] = {}
