@@ -321,5 +321,8 @@ def test_autoscaling_is_held_in_and_out_during_the_batches_and_moves_at_finish(a
     state = found["green"]["SuspendedState"]
     assert not state["DynamicScalingInSuspended"] and not state["DynamicScalingOutSuspended"]
     assert policies(app, "green") == POLICIES
-    again, res = run(app, desired_count=2, autoscaling=True)
-    assert again.rc == 0 and res["decision"] == "noop" and not res["changed"]
+    app.ecs().update_service(cluster="inference", service="triton-green", desiredCount=5)  # autoscaling scales green out
+    with TargetFollower(app):
+        again, res = run(app, desired_count=2, autoscaling=True)
+    assert again.rc == 0 and res["decision"] == "noop" and not res["changed"]  # what autoscaling set is never reset
+    assert app.services()["green"]["desiredCount"] == 5
