@@ -585,6 +585,7 @@ wall_s:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import RollbackStalled  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import GuardedClock, WriteRefused, cutover_guard  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors, input_warnings  # noqa: E402
@@ -720,8 +721,8 @@ def main() -> None:
     with module_errors(
         module,
         f"blue/green cutover of {module.params['name']}: AWS call failed",
-        {WriteRefused: lambda e: {"msg": str(e)}},
-        details=lambda: {"timeline": runner.timeline, "actions": runner.writes},
+        {(*WriteRefused, RollbackStalled): lambda e: {"msg": str(e)}},
+        details=lambda: {"timeline": runner.timeline, "actions": runner.writes, "batches": runner.batches},
     ):
         result = runner.run()
     reason = result.pop("failed_reason", "")
