@@ -236,3 +236,45 @@ def test_a_full_reservation_caps_the_group_headroom():
     verdict = placement.batch_verdict(placement.Resources(8, 4096, 15000), 1, 1, 4, {}, [room], "c")
     assert not verdict.ok and "capacity reservation cr-0123456789abcdef0 has 0 free" in verdict.why
     assert "free 1 instance(s) in capacity reservation cr-0123456789abcdef0" in verdict.why
+
+
+# ---------------------------------------------------------------- the runner over fake AWS (tests/unit/test_bluegreen_runner.py's fakes)
+
+
+def test_the_runner_changes_colour_batch_by_batch_and_bakes_each_batch():
+    from tests.unit.test_bluegreen_runner import FakeAws, FakeClock, runner
+
+    aws, clock = FakeAws(), FakeClock()
+    result = runner(aws, clock, mode="capacity_paced", batch_size=None).run()
+    assert result["failed_reason"] == "" and result["weights"] == {"blue": 0, "green": 100}
+    assert [c for c in aws.calls if c[0] == "update_service"] == [
+        ("update_service", "triton-green", 1, NEW),
+        ("update_service", "triton-blue", 1, None),
+        ("update_service", "triton-green", 2, None),
+        ("update_service", "triton-blue", 0, None),
+    ]
+    assert [b["weights"]["green"] for b in result["batches"]] == [50, 100]
+    assert result["capacity_plan"]["batch_size"] == 1 and result["told_waits_s"] == pytest.approx(2 * 300)
+
+
+def test_a_rollback_batch_whose_old_colour_never_comes_back_stops_with_traffic_where_it_is():
+    from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import RollbackStalled
+    from tests.unit.test_bluegreen_runner import FakeAws, FakeClock, runner
+
+    aws, clock = FakeAws(), FakeClock()
+    original = aws.update_service
+
+    def blue_never_grows(**kw):  # blue's new tasks never start (no GPU left for them)
+        running = aws.services["triton-blue"]["runningCount"]
+        out = original(**kw)
+        if kw["service"] == "triton-blue" and kw["desiredCount"] > running:
+            aws.services["triton-blue"]["runningCount"] = running
+        return out
+
+    aws.update_service = blue_never_grows
+    clock.hooks.append((clock.now + 400, lambda: aws.alarms.update({"5xx": "ALARM"})))  # during batch 2's bake (green 100%)
+    with pytest.raises(RollbackStalled, match=r"rollback batch 2/2 .* stopped"):
+        runner(aws, clock, mode="capacity_paced", batch_size=1, timeouts={"standby_up_s": 30, "poll_interval_s": 5}).run()
+    # the first rollback batch moved half back (blue 1 of 2, green 1); blue's growth stalled: no flip onto one task
+    assert aws.weights == {"blue": 50, "green": 50}
+    assert (aws.services["triton-blue"]["desiredCount"], aws.services["triton-green"]["desiredCount"]) == (2, 1)
