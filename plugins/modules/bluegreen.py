@@ -439,6 +439,24 @@ EXAMPLES = r"""
         expected_outputs: [{name: OUTPUT0, data: [2.0]}]
     termination_wait_s: 600
 
+- name: Change a reserved p5 fleet of 4 tasks batch by batch, with one spare instance
+  inferops.triton_ecs.bluegreen:
+    cluster: inference
+    name: triton
+    task_definition: triton:43
+    desired_count: 4
+    mode: capacity_paced  # batch_size unset: what one spare p5 holds
+    target_groups:
+      blue: "{{ blue_tg_arn }}"
+      green: "{{ green_tg_arn }}"
+    listener_arn: "{{ prod_listener_arn }}"
+    test_listener_arn: "{{ test_listener_arn }}"
+    test_route_url: http://internal-triton.example.com:8080
+    bake_time_s: 300
+    alarm_names: [triton-5xx]
+    gates:
+      expected_models: [resnet50]
+
 - name: Undo it
   inferops.triton_ecs.bluegreen:
     state: rolled_back
