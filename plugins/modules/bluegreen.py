@@ -21,6 +21,9 @@ description:
     inference through the test route; CloudWatch alarms not in ALARM), V(traffic) (each step of
     O(traffic_steps), baked for O(bake_time_s) while alarms and gates are watched), V(drain) (wait until the old
     colour has no work in flight, from its tasks' Triton metrics), V(finish) (termination wait, then scale the old colour down)."
+  - "With O(mode=capacity_paced) the phases are V(discover), V(capacity) (can ONE batch be placed), V(batches) (per batch:
+    grow the new colour, wait until it serves, the gates on the test route, production weights in proportion to its
+    tasks, the bake, shrink the old colour and wait until its removed tasks are gone) and V(finish). See docs/cutover.md."
   - Any failed gate, alarm or timeout after the standby was touched rolls back (weights to the old colour in one
     call, standby scaled to 0) and fails the task with the reason.
   - Every decision is taken from what AWS shows, so a re-run after an interruption continues (or rolls back) from
@@ -310,6 +313,26 @@ options:
         description: Seconds between invocations while the hook answers IN_PROGRESS.
         type: int
         default: 10
+  mode:
+    description:
+      - V(blue_green) starts the standby colour at its full count beside the live colour, then moves traffic in
+        O(traffic_steps); the fleet needs both colours' GPUs at once for the bake.
+      - V(capacity_paced) changes colour batch by batch with at most O(batch_size) tasks above the full count at any
+        time - the new colour grows by a batch, passes the gates on the test route, takes production weight in
+        proportion to its tasks (O(traffic_steps) is not used), the batch is baked with the alarm and canary checks,
+        then the old colour shrinks by the batch after its drain (the target group's deregistration delay and Triton's
+        SIGTERM drain). A failure rolls back batch by batch in reverse. See docs/cutover.md, Capacity-paced cutover.
+    type: str
+    choices: [blue_green, capacity_paced]
+    default: blue_green
+  batch_size:
+    description:
+      - Tasks per batch with O(mode=capacity_paced) (at least 1; larger than the full count means one batch).
+      - Unset, what one spare instance holds - the free registered container instance with the most room for a task
+        of O(task_definition), or else one new instance of the smallest instance type of the managed-scaling
+        capacity provider's Auto Scaling group.
+      - With O(mode=blue_green) it is ignored with a warning.
+    type: int
   old_color:
     description: After the cutover, V(scale_down) the old colour to 0 tasks (after O(termination_wait_s)) or V(keep) it at full size.
     type: str
@@ -347,7 +370,7 @@ options:
   stop_after:
     description: Run the phases up to this one and stop (the role runs one phase per task). Unset runs them all.
     type: str
-    choices: [discover, capacity, standby_up, gates, traffic, drain, finish]
+    choices: [discover, capacity, standby_up, gates, traffic, drain, batches, finish]
   lock_owner:
     description:
       - Identity of this cutover run (lower-case letters, digits, hyphens; at most 64) for the cutover lock, a tag
@@ -416,6 +439,24 @@ EXAMPLES = r"""
         expected_outputs: [{name: OUTPUT0, data: [2.0]}]
     termination_wait_s: 600
 
+- name: Change a reserved p5 fleet of 4 tasks batch by batch, with one spare instance
+  inferops.triton_ecs.bluegreen:
+    cluster: inference
+    name: triton
+    task_definition: triton:43
+    desired_count: 4
+    mode: capacity_paced  # batch_size unset: what one spare p5 holds
+    target_groups:
+      blue: "{{ blue_tg_arn }}"
+      green: "{{ green_tg_arn }}"
+    listener_arn: "{{ prod_listener_arn }}"
+    test_listener_arn: "{{ test_listener_arn }}"
+    test_route_url: http://internal-triton.example.com:8080
+    bake_time_s: 300
+    alarm_names: [triton-5xx]
+    gates:
+      expected_models: [resnet50]
+
 - name: Undo it
   inferops.triton_ecs.bluegreen:
     state: rolled_back
@@ -472,9 +513,28 @@ colors:
   returned: always
   type: dict
 rollback:
-  description: When a rollback ran - its C(reason), C(to_color), C(detected_at), C(weights_restored_at), C(seconds).
+  description:
+    - When a rollback ran - its C(reason), C(to_color), C(detected_at), C(weights_restored_at), C(seconds) (until all
+      traffic was back on C(to_color)) and C(batches) (how many rollback batches ran with O(mode=capacity_paced); 0 otherwise).
   returned: always
   type: dict
+batches:
+  description:
+    - With O(mode=capacity_paced), one entry per batch this run ran - C(index), C(new_count), C(old_count),
+      C(weights) (by colour), C(seconds), C(status) (V(ok), V(failed), V(rolled_back) for a rollback batch). V([]) in
+      V(blue_green) mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{index: 1, new_count: 1, old_count: 3, weights: {green: 25, blue: 75}, seconds: 312.4, status: ok}]
+capacity_plan:
+  description:
+    - What the capacity phase found - C(mode), C(batch_size), C(batches) (still to run), C(spare_instances_needed) (new
+      instances the Auto Scaling group adds for the next batch or the standby), C(on_registered), C(on_new) (tasks
+      placed on registered and on new instances) and C(why). V({}) when the capacity phase did not run.
+  returned: always
+  type: dict
+  sample: {mode: capacity_paced, batch_size: 1, batches: 4, spare_instances_needed: 1, on_registered: 0, on_new: 1, why: "..."}
 autoscaling:
   description:
     - With O(autoscaling) - each colour's scalable target (C(MinCapacity), C(MaxCapacity), C(SuspendedState)) as
@@ -543,9 +603,10 @@ wall_s:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import RollbackStalled  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import GuardedClock, WriteRefused, cutover_guard  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors, input_warnings  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PHASES, TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner  # noqa: E402
 
@@ -640,6 +701,8 @@ def main() -> None:
                 retry_interval_s=dict(seconds, default=10),
             ),
         ),
+        mode=dict(type="str", choices=["blue_green", "capacity_paced"], default="blue_green"),
+        batch_size=dict(type="int"),
         old_color=dict(type="str", choices=["scale_down", "keep"], default="scale_down"),
         termination_wait_s=dict(seconds, default=0),
         timeouts=dict(
@@ -662,6 +725,8 @@ def main() -> None:
     errors = all_input_errors(module.params)
     if errors:
         module.fail_json(msg="; ".join(errors), errors=errors)
+    for warning in input_warnings(module.params):
+        module.warn(warning)
 
     clients = Clients(
         client(module, "ecs"),
@@ -674,8 +739,8 @@ def main() -> None:
     with module_errors(
         module,
         f"blue/green cutover of {module.params['name']}: AWS call failed",
-        {WriteRefused: lambda e: {"msg": str(e)}},
-        details=lambda: {"timeline": runner.timeline, "actions": runner.writes},
+        {(*WriteRefused, RollbackStalled): lambda e: {"msg": str(e)}},
+        details=lambda: {"timeline": runner.timeline, "actions": runner.writes, "batches": runner.batches},
     ):
         result = runner.run()
     reason = result.pop("failed_reason", "")
