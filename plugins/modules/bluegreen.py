@@ -310,6 +310,26 @@ options:
         description: Seconds between invocations while the hook answers IN_PROGRESS.
         type: int
         default: 10
+  mode:
+    description:
+      - V(blue_green) starts the standby colour at its full count beside the live colour, then moves traffic in
+        O(traffic_steps); the fleet needs both colours' GPUs at once for the bake.
+      - V(capacity_paced) changes colour batch by batch with at most O(batch_size) tasks above the full count at any
+        time - the new colour grows by a batch, passes the gates on the test route, takes production weight in
+        proportion to its tasks (O(traffic_steps) is not used), the batch is baked with the alarm and canary checks,
+        then the old colour shrinks by the batch after its drain (the target group's deregistration delay and Triton's
+        SIGTERM drain). A failure rolls back batch by batch in reverse. See docs/cutover.md, Capacity-paced cutover.
+    type: str
+    choices: [blue_green, capacity_paced]
+    default: blue_green
+  batch_size:
+    description:
+      - Tasks per batch with O(mode=capacity_paced) (at least 1; larger than the full count means one batch).
+      - Unset, what one spare instance holds - the free registered container instance with the most room for a task
+        of O(task_definition), or else one new instance of the smallest instance type of the managed-scaling
+        capacity provider's Auto Scaling group.
+      - With O(mode=blue_green) it is ignored with a warning.
+    type: int
   old_color:
     description: After the cutover, V(scale_down) the old colour to 0 tasks (after O(termination_wait_s)) or V(keep) it at full size.
     type: str
@@ -347,7 +367,7 @@ options:
   stop_after:
     description: Run the phases up to this one and stop (the role runs one phase per task). Unset runs them all.
     type: str
-    choices: [discover, capacity, standby_up, gates, traffic, drain, finish]
+    choices: [discover, capacity, standby_up, gates, traffic, drain, batches, finish]
   lock_owner:
     description:
       - Identity of this cutover run (lower-case letters, digits, hyphens; at most 64) for the cutover lock, a tag
@@ -545,7 +565,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import GuardedClock, WriteRefused, cutover_guard  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors, input_warnings  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PHASES, TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner  # noqa: E402
 
@@ -640,6 +660,8 @@ def main() -> None:
                 retry_interval_s=dict(seconds, default=10),
             ),
         ),
+        mode=dict(type="str", choices=["blue_green", "capacity_paced"], default="blue_green"),
+        batch_size=dict(type="int"),
         old_color=dict(type="str", choices=["scale_down", "keep"], default="scale_down"),
         termination_wait_s=dict(seconds, default=0),
         timeouts=dict(
@@ -662,6 +684,8 @@ def main() -> None:
     errors = all_input_errors(module.params)
     if errors:
         module.fail_json(msg="; ".join(errors), errors=errors)
+    for warning in input_warnings(module.params):
+        module.warn(warning)
 
     clients = Clients(
         client(module, "ecs"),

@@ -35,9 +35,13 @@ def scale_in_suspended(target: dict[str, Any] | None) -> bool:
     return suspended_state(target)["DynamicScalingInSuspended"]
 
 
-def with_scale_in(target: dict[str, Any] | None, suspended: bool) -> dict[str, bool]:
-    """The target's suspended state with only dynamic scale-in changed (an operator's other suspensions are kept)."""
-    return {**suspended_state(target), "DynamicScalingInSuspended": suspended}
+def with_scale_in(target: dict[str, Any] | None, suspended: bool, scale_out: bool = False) -> dict[str, bool]:
+    """The target's suspended state with only dynamic scale-in changed (an operator's other suspensions are kept);
+    `scale_out`: dynamic scale-out too (a capacity-paced cutover holds both)."""
+    state = {**suspended_state(target), "DynamicScalingInSuspended": suspended}
+    if scale_out:
+        state["DynamicScalingOutSuspended"] = suspended
+    return state
 
 
 # ---------------------------------------------------------------- desired count
@@ -97,7 +101,9 @@ class CutoverScaling:
     """The autoscaling side of one bluegreen run: suspend scale-in on the live colour, move the target and its
     policies to the new live colour, restore scale-in. `calls` counts the API calls made; each write is added to `writes`."""
 
-    def __init__(self, aas: Any, cloudwatch: Any, cluster: str, services: dict[str, str], app: str, writes: list[str]) -> None:
+    def __init__(
+        self, aas: Any, cloudwatch: Any, cluster: str, services: dict[str, str], app: str, writes: list[str], hold_scale_out: bool = False
+    ) -> None:
         self.aas = aas
         self.cloudwatch = cloudwatch
         self.services = services
@@ -105,6 +111,9 @@ class CutoverScaling:
         self.rids = {color: _aas.resource_id(cluster, name) for color, name in services.items()}
         self.calls = 0
         self.actions = writes  # the run's list of writes
+        # A capacity-paced cutover shrinks the live colour batch by batch: its target must not scale it back out
+        # (nor change the full count mid-way), so scale-out is held with scale-in and restored with it.
+        self.hold_scale_out = hold_scale_out
         self._targets: dict[str, dict[str, Any]] | None = None
 
     def targets(self) -> dict[str, dict[str, Any]]:
@@ -118,13 +127,26 @@ class CutoverScaling:
     def set_scale_in(self, color: str, suspended: bool) -> None:
         """Suspend (or restore) dynamic scale-in on the colour's target; nothing when it has none or it already is."""
         target = self.targets().get(color)
-        if target is None or scale_in_suspended(target) == suspended:
+        if target is None or (self._held(target) if suspended else self._released(target)):
             return
-        state = with_scale_in(target, suspended)
+        state = with_scale_in(target, suspended, self.hold_scale_out)
         self.calls += 1
         _aas.set_suspended(self.aas, self.rids[color], state)
         target["SuspendedState"] = state
-        self.actions.append(f"{'suspend' if suspended else 'restore'} scale-in of {self.services[color]}")
+        what = "scale-in and scale-out" if self.hold_scale_out else "scale-in"
+        self.actions.append(f"{'suspend' if suspended else 'restore'} {what} of {self.services[color]}")
+
+    def _held(self, target: dict[str, Any]) -> bool:
+        state = suspended_state(target)
+        if self.hold_scale_out:
+            return state["DynamicScalingInSuspended"] and state["DynamicScalingOutSuspended"]
+        return state["DynamicScalingInSuspended"]
+
+    def _released(self, target: dict[str, Any]) -> bool:
+        state = suspended_state(target)
+        if self.hold_scale_out:
+            return not (state["DynamicScalingInSuspended"] or state["DynamicScalingOutSuspended"])
+        return not state["DynamicScalingInSuspended"]
 
     def move(self, old: str, new: str) -> None:
         """The target and policies of `old` to `new` (scale-in not suspended there), then `old` deregistered."""
@@ -135,7 +157,7 @@ class CutoverScaling:
             return
         self.calls += 1
         policies = _aas.describe_policies(self.aas, self.rids[old])
-        state = with_scale_in(source, False)
+        state = with_scale_in(source, False, self.hold_scale_out)
         self.calls += 1
         _aas.register_target(self.aas, self.rids[new], source["MinCapacity"], source["MaxCapacity"], state)
         arn_map: dict[str, str] = {}
@@ -164,16 +186,19 @@ class CutoverScaling:
         """The writes these phases of a bluegreen plan would make here (check mode)."""
         targets = self.targets()
         writes = []
-        if "standby_up" in phases and plan.old in targets and not scale_in_suspended(targets[plan.old]):
-            writes.append(f"suspend scale-in of {self.services[plan.old]}")
+        what = "scale-in and scale-out" if self.hold_scale_out else "scale-in"
+        held = [c for c in (plan.old, plan.new) if "batches" in phases and c in targets and not self._held(targets[c])]
+        if "standby_up" in phases and plan.old in targets and not self._held(targets[plan.old]):
+            held = [plan.old]
+        writes += [f"suspend {what} of {self.services[c]}" for c in held]
         moves = [(plan.old, plan.new)] if "finish" in phases else [(plan.new, plan.old)] if "rollback" in phases else []
         for source, dest in moves:
             if source in targets:
                 writes.append(f"move scalable target and policies from {self.services[source]} to {self.services[dest]}")
-            elif dest in targets and scale_in_suspended(targets[dest]):
-                writes.append(f"restore scale-in of {self.services[dest]}")
-        if plan.action == "noop" and plan.live in targets and scale_in_suspended(targets[plan.live]):
-            writes.append(f"restore scale-in of {self.services[plan.live]}")
+            elif dest in targets and not self._released(targets[dest]):
+                writes.append(f"restore {what} of {self.services[dest]}")
+        if plan.action == "noop" and plan.live in targets and not self._released(targets[plan.live]):
+            writes.append(f"restore {what} of {self.services[plan.live]}")
         return writes
 
     def summary(self) -> dict[str, Any]:

@@ -18,14 +18,20 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, error_code
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import drain_endpoints as endpoints
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, grpc_route, hooks, placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, grpc_route, hooks, paced, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.canary_watch import CanaryFailed
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import CutoverFailed, CutoverState
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_provider as capacity
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet import capacity_sources as sources
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError
 
-__all__ = ["CutoverFailed", "CutoverPhases"]
+__all__ = ["CutoverFailed", "CutoverPhases", "RollbackStalled"]
+
+
+class RollbackStalled(Exception):
+    """A capacity-paced rollback could not finish a batch (the old colour did not come back in time): the run stops
+    with traffic where it is, and a re-run goes on from what AWS shows."""
 
 
 class CutoverPhases(CutoverState):
@@ -35,6 +41,10 @@ class CutoverPhases(CutoverState):
     DRAIN_SAMPLERS = 32  # endpoints sampled at once
 
     def phase_capacity(self, plan: bg.Plan) -> None:
+        if plan.mode == "capacity_paced":
+            if self.capacity_plan.get("colors") != [plan.new, plan.old]:  # checked once a run (before the lock is taken)
+                self._paced_capacity(plan)
+            return
         entry = self._phase("capacity")
         need = placement.task_needs(self.task_definition)
         standby = self.colors[plan.new]
@@ -47,6 +57,64 @@ class CutoverPhases(CutoverState):
             if sum(placement.place(need, count, instances).values()) < count:
                 headroom = self._scaling_headroom()
         verdict = placement.verdict(need, count, instances, headroom, self.p["cluster"])
+        self.capacity_plan = {
+            "mode": "blue_green",
+            "batch_size": 0,
+            "batches": 0,
+            "spare_instances_needed": placement.new_instances(need, verdict.on_new, headroom) if verdict.ok else 0,
+            "on_registered": verdict.on_registered,
+            "on_new": verdict.on_new,
+            "why": verdict.why,
+        }
+        self._end(entry, "ok" if verdict.ok else "failed", verdict.why)
+        if not verdict.ok:
+            raise bg.PlanError(verdict.why)
+
+    def size_batch(
+        self, full: int, need: placement.Resources, instances: dict[str, placement.Resources]
+    ) -> list[placement.Headroom] | None:
+        """Set the batch size: batch_size, else what one spare instance holds (the free registered instance with the
+        most room, else one new instance of a group's smallest type), clamped to the full count. Returns the groups'
+        headroom when it was read for it."""
+        headroom = None
+        if self.p.get("batch_size"):
+            size = self.p["batch_size"]
+        else:
+            per_free = [free.fits(need) for free in instances.values()]
+            if not any(per_free):
+                headroom = self._scaling_headroom()
+            size = paced.default_batch_size(per_free, [room.per_instance.fits(need) for room in headroom or []])
+        self.batch_size = paced.clamp(size, full)
+        return headroom
+
+    def _paced_capacity(self, plan: bg.Plan) -> None:
+        """Size the batch (batch_size, else what one spare instance holds) and check that the next batch can be
+        placed: per instance on the free registered instances, then on what the groups can add. Reads only; a batch
+        that cannot be placed fails the run before its first write, with the numbers and the fixes."""
+        entry = self._phase("capacity")
+        need = placement.task_needs(self.task_definition)
+        full = self.desired_count()
+        new, old = self.colors[plan.new], self.colors[plan.old]
+        instances = placement.usable_instances(ecs_svc.container_instances(self.aws.ecs, self.p["cluster"]))
+        headroom = self.size_batch(full, need, instances)
+        growing = bg.growing_count(new, self.td_arn)
+        batch = paced.next_batch(full, self.batch_size, growing, old.desired)
+        # the tasks of the next batch not yet running the new task definition (the old colour's shrinks free the rest)
+        count = max((batch.grow_to if batch else growing) - (new.running if new.task_definition == self.td_arn else 0), 0)
+        if count and sum(placement.place(need, count, instances).values()) < count and headroom is None:
+            headroom = self._scaling_headroom()
+        verdict = placement.batch_verdict(need, count, self.batch_size, full, instances, headroom or [], self.p["cluster"])
+        batches = paced.schedule(full, self.batch_size, growing, old.desired)
+        self.capacity_plan = {
+            "colors": [plan.new, plan.old],
+            "mode": "capacity_paced",
+            "batch_size": self.batch_size,
+            "batches": len(batches),
+            "spare_instances_needed": verdict.spare_instances,
+            "on_registered": verdict.on_registered,
+            "on_new": verdict.on_new,
+            "why": verdict.why,
+        }
         self._end(entry, "ok" if verdict.ok else "failed", verdict.why)
         if not verdict.ok:
             raise bg.PlanError(verdict.why)
@@ -69,6 +137,9 @@ class CutoverPhases(CutoverState):
                 )
             spec, overrides = placement.group_launch_template(group)
             data = ec2.launch_template_data(self.aws.ec2, spec) if spec else None
+            target = ((data or {}).get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+            reservation_id = target.get("CapacityReservationId")
+            reservation = ec2.describe_capacity_reservation(self.aws.ec2, reservation_id) if reservation_id else None
             types = overrides or [(data or {}).get("InstanceType")]
             described = ec2.describe_instance_types(self.aws.ec2, [t for t in types if t])
             if not described:
@@ -77,14 +148,18 @@ class CutoverPhases(CutoverState):
                     "give the group a launch template with an InstanceType (role fleet_capacity)"
                 )
             # with several instance types, count the smallest: the group may launch any of them
-            smallest = min(described, key=lambda t: placement.instance_type_resources(t).gpus)
+            smallest = sources.smallest_type(described)
+            max_size, current = int(group.get("MaxSize") or 0), placement.group_current_size(group)
             rooms.append(
                 placement.Headroom(
                     group=group["AutoScalingGroupName"],
                     instance_type=smallest["InstanceType"],
-                    max_size=int(group.get("MaxSize") or 0),
-                    current=placement.group_current_size(group),
+                    max_size=max_size,
+                    current=current,
                     per_instance=placement.instance_type_resources(smallest),
+                    # an instance targeting a reservation by id launches only into it: its free count bounds the group
+                    reserved=(sources.reserved_headroom(max_size, current, reservation) if reservation else 0) if reservation_id else None,
+                    reservation=reservation_id or "",
                 )
             )
         return rooms
@@ -134,23 +209,176 @@ class CutoverPhases(CutoverState):
 
     def phase_gates(self, plan: bg.Plan) -> None:
         entry = self._phase("gates")
+        try:
+            passed = self.await_gates(plan.new)
+        except CutoverFailed as e:
+            self._end(entry, "failed", str(e).split(": ", 1)[-1])
+            raise
+        self._end(entry, "ok", passed)
+
+    def await_gates(self, color: str) -> str:
+        """Wait until the gates pass on `color` (what passed), or raise CutoverFailed at gates.timeout_s."""
         timeout = self.p["gates"]["timeout_s"]
         deadline = self.clock.monotonic() + timeout
         while True:
-            problems = self.gate_problems(plan.new)
+            problems = self.gate_problems(color)
             if not problems:
-                self._end(
-                    entry,
-                    "ok",
+                return (
                     "alarms OK"
-                    + (", Triton ready, models READY, smoke inference as expected" if self._test_url(plan.new) else "")
-                    + (" (over HTTP and gRPC)" if self._test_url(plan.new) and grpc_route.test_url(self.p.get("grpc"), plan.new) else ""),
+                    + (", Triton ready, models READY, smoke inference as expected" if self._test_url(color) else "")
+                    + (" (over HTTP and gRPC)" if self._test_url(color) and grpc_route.test_url(self.p.get("grpc"), color) else "")
                 )
+            if self.clock.monotonic() >= deadline:
+                raise CutoverFailed(f"gate failed on {color}: " + "; ".join(problems))
+            self.clock.sleep(min(self.p["gates"]["interval_s"], max(deadline - self.clock.monotonic(), 0)))
+
+    def await_serving(self, color: str, task_definition: str | None, count: int, what: str) -> None:
+        """Wait until `color` runs `count` tasks (of `task_definition`), every target healthy, or raise CutoverFailed."""
+        timeout = self.p["timeouts"]["standby_up_s"]
+        deadline = self.clock.monotonic() + timeout
+        while True:
+            self.colors = self._color_states()
+            problems = gates.serving_problems(self.colors[color], task_definition, count)
+            if not problems:
                 return
             if self.clock.monotonic() >= deadline:
-                self._end(entry, "failed", "; ".join(problems))
-                raise CutoverFailed(f"gate failed on {plan.new}: " + "; ".join(problems))
-            self.clock.sleep(min(self.p["gates"]["interval_s"], max(deadline - self.clock.monotonic(), 0)))
+                raise CutoverFailed(f"{what}: {color} not serving {count} tasks after {timeout} s: " + "; ".join(problems))
+            self.clock.sleep(min(self.p["timeouts"]["poll_interval_s"], max(deadline - self.clock.monotonic(), 0)))
+
+    def await_gone(self, color: str, count: int, what: str) -> None:
+        """Wait until the tasks `color` no longer wants are gone: it runs at most `count` and no target of its target
+        groups is draining (the deregistration delay, then Triton's SIGTERM drain within stopTimeout)."""
+        timeout = self.p["drain"]["timeout_s"]
+        deadline = self.clock.monotonic() + timeout
+        while True:
+            self.colors = self._color_states()
+            state = self.colors[color]
+            if state.running + state.pending <= count and not state.draining:
+                return
+            if self.clock.monotonic() >= deadline:
+                raise CutoverFailed(
+                    f"{what}: {state.service} still runs {state.running} tasks ({state.draining} targets draining) "
+                    f"{timeout} s after it was scaled to {count} (drain.timeout_s)"
+                )
+            self.clock.sleep(min(self.p["timeouts"]["poll_interval_s"], max(deadline - self.clock.monotonic(), 0)))
+
+    # ------------------------------------------------------------ capacity-paced
+
+    def _hold_scaling(self, plan: bg.Plan) -> None:
+        """Autoscaling held for a capacity-paced cutover: neither colour's target scales in or out (see autoscaling.py)."""
+        if self.scaling is None:
+            return
+        self._guard_write()
+        for color in (plan.old, plan.new):
+            self.scaling.set_scale_in(color, True)
+
+    def phase_batches(self, plan: bg.Plan) -> None:
+        """Batch after batch, each computed from the desired counts AWS shows (paced.py): grow the new colour, wait
+        until it serves, the gates on the test route, the weights, the bake, shrink the old colour, wait until its
+        removed tasks are gone."""
+        full = self.desired_count()
+        self._hold_scaling(plan)
+        self.point_test_listener(plan.new)
+        self.point_grpc_test_listener(plan.new)
+        moved = False
+        while True:
+            batch = paced.next_batch(
+                full, self.batch_size, bg.growing_count(self.colors[plan.new], self.td_arn), self.colors[plan.old].desired
+            )
+            if batch is None:
+                break
+            self._run_batch(plan, batch)
+            moved = True
+        if moved:
+            self.run_hooks("after_cutover", plan)
+        else:
+            self._end(self._phase("batches"), "skipped", f"{plan.new} already runs {full} tasks and {plan.old} none")
+
+    def _run_batch(self, plan: bg.Plan, batch: paced.Batch) -> None:
+        new, old = plan.new, plan.old
+        label = f"batch {batch.index}/{batch.total}"
+        entry = self._phase(label)
+        started = self.clock.monotonic()
+        record = {"index": batch.index, "new_count": batch.grow_to, "old_count": batch.shrink_to, "seconds": 0.0, "status": "running"}
+        record["weights"] = {new: batch.weight, old: 100 - batch.weight}
+        self.batches.append(record)
+        try:
+            self.scale(new, batch.grow_to, self.td_arn if self.colors[new].task_definition != self.td_arn else None)
+            self.await_serving(new, self.td_arn, batch.grow_to, label)
+            if not self.weights.get(new):
+                self.run_hooks("standby_healthy", plan)
+            self.await_gates(new)
+            if not self.weights.get(new):
+                self.run_hooks("before_traffic", plan)
+            since = self.clock.utcnow()
+            self.set_weights({new: batch.weight, old: 100 - batch.weight})
+            baked = self.bake(plan, batch.weight, since)
+            verdict = self.canary_watch.steps[-1] if self.canary_watch is not None and self.canary_watch.steps else None
+            self.run_hooks("after_step", plan, step=batch.weight, canary=verdict)
+            self.scale(old, batch.shrink_to)
+            self.await_gone(old, batch.shrink_to, label)
+        except CutoverFailed as e:
+            record.update(status="failed", seconds=round(self.clock.monotonic() - started, 3))
+            self._end(entry, "failed", f"{label}: {e}")
+            raise
+        record.update(status="ok", seconds=round(self.clock.monotonic() - started, 3))
+        self._end(
+            entry,
+            "ok",
+            f"{label}: {new} {batch.grow_to}, {old} {batch.shrink_to}, weights {new}={batch.weight} {old}={100 - batch.weight}, {baked}",
+        )
+
+    def _rollback_batches(self, plan: bg.Plan, reason: str) -> tuple[float, str, int]:
+        """The old colour grows back batch by batch as the new one shrinks (the same walk, colours swapped); returns
+        when all traffic was back on the old colour, and how many batches ran."""
+        full = self.rollback_full_count(plan)
+        if not self.batch_size:  # a rollback run (state rolled_back) sizes its batch as the cutover did
+            self.size_batch(
+                full,
+                placement.task_needs(self.task_definition),
+                placement.usable_instances(ecs_svc.container_instances(self.aws.ecs, self.p["cluster"])),
+            )
+        size = self.batch_size
+        restored, restored_at, count = self.clock.monotonic(), self.clock.stamp(), 0
+        while True:
+            batch = paced.next_batch(full, size, self.colors[plan.old].desired, self.colors[plan.new].desired)
+            if batch is None:
+                return restored, restored_at, count
+            count += 1
+            label = f"rollback batch {batch.index}/{batch.total}"
+            entry = self._phase(label)
+            started = self.clock.monotonic()
+            try:
+                self.scale(plan.old, batch.grow_to)
+                self.await_serving(plan.old, None, batch.grow_to, label)
+            except CutoverFailed as e:
+                self._end(entry, "failed", str(e))
+                raise RollbackStalled(f"{label} of {reason!r} stopped: {e}. Traffic stays split; run again to go on") from None
+            self.set_weights({plan.old: batch.weight, plan.new: 100 - batch.weight})
+            if batch.weight == 100:
+                restored, restored_at = self.clock.monotonic(), self.clock.stamp()
+            self.scale(plan.new, batch.shrink_to)
+            try:
+                self.await_gone(plan.new, batch.shrink_to, label)
+            except CutoverFailed as e:
+                self._end(entry, "failed", str(e))
+                raise RollbackStalled(f"{label} of {reason!r} stopped: {e}. Run again to go on") from None
+            self.batches.append(
+                {
+                    "index": batch.index,
+                    "new_count": batch.shrink_to,
+                    "old_count": batch.grow_to,
+                    "weights": {plan.old: batch.weight, plan.new: 100 - batch.weight},
+                    "seconds": round(self.clock.monotonic() - started, 3),
+                    "status": "rolled_back",
+                }
+            )
+            self._end(
+                entry,
+                "ok",
+                f"{label}: {plan.old} {batch.grow_to}, {plan.new} {batch.shrink_to}, weights {plan.old}={batch.weight} "
+                f"{plan.new}={100 - batch.weight}",
+            )
 
     def _test_url(self, color: str) -> str | None:
         return (self.p.get("test_route_urls") or {}).get(color) or self.p.get("test_route_url")
@@ -349,9 +577,13 @@ class CutoverPhases(CutoverState):
         reason = reason or plan.reason
         detected = self.clock.monotonic()
         detected_at = self.clock.stamp()
-        self.set_weights({plan.old: 100, plan.new: 0})
-        restored = self.clock.monotonic()
-        restored_at = self.clock.stamp()
+        batches = 0
+        if plan.mode == "capacity_paced":
+            restored, restored_at, batches = self._rollback_batches(plan, reason)
+        else:
+            self.set_weights({plan.old: 100, plan.new: 0})
+            restored = self.clock.monotonic()
+            restored_at = self.clock.stamp()
         if self.scaling is not None:
             self._guard_write()
             self.scaling.move(plan.new, plan.old)  # the target and policies stay on (or go back to) the colour that serves
@@ -362,6 +594,7 @@ class CutoverPhases(CutoverState):
             "detected_at": detected_at,
             "weights_restored_at": restored_at,
             "seconds": round(restored - detected, 3),
+            "batches": batches,
         }
-        self._end(entry, "ok", f"traffic back on {plan.old}: {reason}")
+        self._end(entry, "ok", f"traffic back on {plan.old}" + (f" in {batches} batch(es)" if batches else "") + f": {reason}")
         self.hook_runner.run_after_rollback(plan.new, plan.old, reason)

@@ -113,13 +113,23 @@ class CutoverState:
         self.grpc_actions: list[dict[str, Any]] = []  # the gRPC route's forward, moved with the HTTP one
         self.grpc_weights: dict[str, int] = {}
         self.alarms: list[dict[str, Any]] = []  # alarm_names as discover read them
+        self.record: dict[str, str] = {}  # the cutover record (a capacity-paced cutover's full count), read in discover
+        self.batch_size = 0  # a capacity-paced cutover's batch, sized by the capacity phase
+        self.capacity_plan: dict[str, Any] = {}
+        self.batches: list[dict[str, Any]] = []  # one entry per batch run
         self.td_arn = ""
         self.task_definition: dict[str, Any] = {}
         self.before: dict[str, Any] = {}
         self.guard = guard  # guard.CutoverGuard: controller alive and lock held before each write
         self.scaling = (
             scaling.CutoverScaling(
-                clients.application_autoscaling, clients.cloudwatch, params["cluster"], self.services, params["name"], self.writes
+                clients.application_autoscaling,
+                clients.cloudwatch,
+                params["cluster"],
+                self.services,
+                params["name"],
+                self.writes,
+                hold_scale_out=params.get("mode") == "capacity_paced",
             )
             if params.get("autoscaling")
             else None
@@ -360,10 +370,29 @@ class CutoverState:
     def scale_down_old(self) -> bool:
         return self.p.get("old_color", "scale_down") == "scale_down"
 
+    @property
+    def paced(self) -> bool:
+        return self.p.get("mode") == "capacity_paced"
+
     def desired_count(self) -> int:
         """Tasks the new colour runs: desired_count, or with autoscaling the live colour's current count when larger
-        (a cutover during a peak does not shrink the fleet, and a re-run never resets what autoscaling set)."""
+        (a cutover during a peak does not shrink the fleet, and a re-run never resets what autoscaling set).
+
+        A capacity-paced cutover shrinks the live colour as it goes, so its count is read from the cutover record
+        (`count`, written before the first write) once the cutover of this task definition has begun."""
         configured = self.p["desired_count"] or 0
         if not self.p.get("autoscaling") or not self.weights:
             return configured
+        if self.paced:
+            recorded = self.record.get("count", "")
+            if recorded.isdigit() and self.record.get("task_definition") == self.td_arn.rsplit("/", 1)[-1]:
+                return max(int(recorded), configured)
         return scaling.standby_desired(self.colors[bg.live_color(self.weights)].desired, configured)
+
+    def rollback_full_count(self, plan: bg.Plan) -> int:
+        """The count the old colour grows back to in a capacity-paced rollback: the recorded full count, else
+        desired_count, else what both colours want together (at most one batch more than the full count)."""
+        recorded = self.record.get("count", "")
+        if recorded.isdigit() and self.record.get("to") == plan.new:
+            return int(recorded)
+        return self.p.get("desired_count") or self.colors[plan.old].desired + self.colors[plan.new].desired

@@ -19,6 +19,7 @@ DAY_S = 86400
 # option -> (minimum, maximum); dotted names are suboptions. The maxima are what a cutover sensibly waits.
 RANGES: dict[str, tuple[int, int]] = {
     "desired_count": (1, 5000),  # ECS: at most 5000 tasks per service
+    "batch_size": (1, 5000),  # tasks per batch of a capacity-paced cutover (more than the full count: one batch)
     "bake_time_s": (0, DAY_S),
     "watch_interval_s": (1, 3600),
     "termination_wait_s": (0, DAY_S),
@@ -169,6 +170,16 @@ def input_errors(params: dict[str, Any]) -> list[str]:
     if owner is not None and not OWNER.match(owner):
         errors.append(f"lock_owner is {owner!r}: lower-case letters, digits and hyphens, at most 64, e.g. deploy-20261130-1342")
     return errors
+
+
+def input_warnings(params: dict[str, Any]) -> list[str]:
+    """Input that is valid but has no effect, said once."""
+    if params.get("batch_size") is not None and params.get("mode", "blue_green") == "blue_green":
+        return [
+            f"batch_size {params['batch_size']} is ignored with mode blue_green (the standby starts at its full count): "
+            "set mode capacity_paced to change colour batch by batch, or leave batch_size out"
+        ]
+    return []
 
 
 def _option(error: str) -> str:

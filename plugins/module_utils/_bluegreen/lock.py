@@ -14,7 +14,7 @@ removes every other entry. `since` comes from each controller's clock: controlle
 must keep their clocks in sync (NTP), as they would for any AWS request signature.
 
 The same resource carries the record of the last cutover, `inferops:cutover` = `from=<colour> to=<colour>
-task_definition=<family:revision>`, which the emergency rollback reads.
+task_definition=<family:revision>` (and `count=<D>` for a capacity-paced one), which the emergency rollback reads.
 """
 
 from __future__ import annotations
@@ -109,13 +109,15 @@ def held_message(name: str, entry: LockEntry) -> str:
     )
 
 
-def record_value(from_color: str, to_color: str, task_definition: str) -> str:
+def record_value(from_color: str, to_color: str, task_definition: str, full_count: int | None = None) -> str:
+    """`count` (a capacity-paced cutover): the full count both colours change at; the old colour's count to restore."""
     family_revision = task_definition.rsplit("/", 1)[-1]
-    return _TAG_VALUE_UNSAFE.sub("_", f"from={from_color} to={to_color} task_definition={family_revision}")
+    count = f" count={full_count}" if full_count else ""
+    return _TAG_VALUE_UNSAFE.sub("_", f"from={from_color} to={to_color} task_definition={family_revision}{count}")
 
 
 def parse_record(tags: dict[str, str]) -> dict[str, str]:
-    """{from, to, task_definition} of the last cutover recorded in the tags ({} when none)."""
+    """{from, to, task_definition, and count for a capacity-paced one} of the last cutover recorded in the tags ({} when none)."""
     fields = dict(part.split("=", 1) for part in (tags.get(RECORD_KEY) or "").split(" ") if "=" in part)
     if fields.get("from") not in ("blue", "green") or fields.get("to") not in ("blue", "green") or fields["from"] == fields["to"]:
         return {}
@@ -207,9 +209,9 @@ class CutoverLock:
             elb.remove_tags(self.elbv2, self.arn, [self.key])
             self.entry = None
 
-    def record(self, from_color: str, to_color: str, task_definition: str) -> None:
+    def record(self, from_color: str, to_color: str, task_definition: str, full_count: int | None = None) -> None:
         """Write the record of this cutover (which colour traffic comes from) unless it already says so."""
-        value = record_value(from_color, to_color, task_definition)
+        value = record_value(from_color, to_color, task_definition, full_count)
         if self.tags().get(RECORD_KEY) != value:
             elb.add_tags(self.elbv2, self.arn, {RECORD_KEY: value})
 

@@ -50,10 +50,20 @@ class Headroom:
     max_size: int
     current: int
     per_instance: Resources
+    reserved: int | None = None  # instances the targeted capacity reservation still has free (None: no reservation)
+    reservation: str = ""
 
     @property
     def instances(self) -> int:
-        return max(self.max_size - self.current, 0)
+        room = max(self.max_size - self.current, 0)
+        return room if self.reserved is None else min(room, self.reserved)
+
+    def describe(self, need: Resources) -> str:
+        reserved = f", capacity reservation {self.reservation} has {self.reserved} free" if self.reserved is not None else ""
+        return (
+            f"Auto Scaling group {self.group} at {self.current} of max {self.max_size}{reserved} can add {self.instances} "
+            f"{self.instance_type} ({self.per_instance.gpus} GPU each, {self.per_instance.fits(need)} task(s) each)"
+        )
 
 
 @dataclass
@@ -64,6 +74,7 @@ class Verdict:
     on_new: int
     why: str
     per_instance: dict[str, int] = field(default_factory=dict)
+    spare_instances: int = 0  # new instances the groups add for it
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -153,11 +164,7 @@ def verdict(need: Resources, count: int, instances: dict[str, Resources], headro
         on_new += min(room.instances * room.per_instance.fits(need), left - on_new)
     task = f"{count} task(s) of {need.gpus} GPU, {need.cpu} CPU units, {need.memory} MiB"
     registered = f"the {len(instances)} registered instance(s) take {on_registered}"
-    groups = "; ".join(
-        f"Auto Scaling group {r.group} at {r.current} of max {r.max_size} can add {r.instances} {r.instance_type} "
-        f"({r.per_instance.gpus} GPU each, {r.per_instance.fits(need)} task(s) each)"
-        for r in headroom
-    )
+    groups = "; ".join(r.describe(need) for r in headroom)
     if on_registered + on_new >= count:
         return Verdict(True, count, on_registered, count - on_registered, f"{task}: {registered}" + (f"; {groups}" if left else ""), placed)
     shortest = _closest_instance(need, instances)
@@ -182,6 +189,62 @@ def verdict(need: Resources, count: int, instances: dict[str, Resources], headro
         + (f"; {groups}" if groups else "; no capacity provider with managed scaling")
         + f": {count - on_registered - on_new} cannot be placed. Fix: "
         + "; ".join(fixes)
+    )
+    return Verdict(False, count, on_registered, on_new, why, placed)
+
+
+def new_instances(need: Resources, count: int, headroom: list[Headroom]) -> int:
+    """New instances the groups launch to hold `count` tasks (the first group with room first)."""
+    launched, left = 0, count
+    for room in headroom:
+        per = room.per_instance.fits(need)
+        if not per or left <= 0:
+            continue
+        take = min(room.instances, -(-left // per))
+        launched += take
+        left -= take * per
+    return launched
+
+
+def batch_verdict(
+    need: Resources, count: int, batch_size: int, full_count: int, instances: dict[str, Resources], headroom: list[Headroom], cluster: str
+) -> Verdict:
+    """Can the next batch of a capacity-paced cutover - `count` tasks not yet running - be placed? The old colour's
+    shrink frees the room of the batches after it, so one batch is what must fit."""
+    task = f"{count} task(s) of {need.gpus} GPU, {need.cpu} CPU units, {need.memory} MiB"
+    if count <= 0:
+        return Verdict(True, 0, 0, 0, f"capacity-paced, batch of {batch_size}: the next batch needs no task beyond those running")
+    placed = place(need, count, instances)
+    on_registered = sum(placed.values())
+    on_new = 0
+    for room in headroom:
+        on_new += min(room.instances * room.per_instance.fits(need), count - on_registered - on_new)
+    free_gpus = sum(free.gpus for free in instances.values())
+    registered = f"{len(instances)} registered instance(s) with {free_gpus} free GPU(s) take {on_registered}"
+    groups = "; ".join(r.describe(need) for r in headroom) or "no capacity provider with managed scaling"
+    if on_registered + on_new >= count:
+        spare = new_instances(need, count - on_registered, headroom)
+        why = f"capacity-paced, batch of {batch_size} ({task}): {registered}" + (f"; {groups}: {spare} new instance(s)" if spare else "")
+        return Verdict(True, count, on_registered, on_new, why, placed, spare)
+    short = count - on_registered - on_new
+    fixes = []
+    for room in headroom:
+        per = room.per_instance.fits(need)
+        if per:
+            grow = -(-short // per)
+            if room.reserved is not None and room.reserved < grow:
+                fixes.append(f"free {grow - room.reserved} instance(s) in capacity reservation {room.reservation} (or enlarge it)")
+            fixes.append(f"raise the max size of Auto Scaling group {room.group} by {grow} to {room.max_size + grow}")
+    if not headroom:
+        fixes.append("register one more GPU container instance, or attach a capacity provider with managed scaling")
+    if on_registered + on_new:
+        fixes.append(f"or a smaller batch_size: {on_registered + on_new} fit(s) now")
+    blue_green_short = max(full_count - on_registered - on_new, 0)
+    why = (
+        f"cluster {cluster} cannot place one capacity-paced batch: {task} (batch_size {batch_size}, full count {full_count}); "
+        f"{registered}; {groups}: {short} cannot be placed. Fix: "
+        + "; ".join(fixes)
+        + f". (mode blue_green would need room for {full_count} task(s) beside the live colour: {blue_green_short} more)"
     )
     return Verdict(False, count, on_registered, on_new, why, placed)
 

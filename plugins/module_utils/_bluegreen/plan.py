@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import paced
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.gates import ColorState, serving_problems
 
 COLORS = ("blue", "green")
 # The target_groups option of bluegreen, bluegreen_listeners and bluegreen_services (doc fragment target_groups).
 TARGET_GROUPS_OPTION = dict(type="dict", required=True, options={color: dict(type="str", required=True) for color in COLORS})
-# The phases in run order; `stop_after` names one of the first six.
-PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "finish")
+# The phases in run order; `stop_after` names one of them but the last. A capacity-paced cutover runs capacity,
+# batches and finish; a blue/green one every phase but batches.
+PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "batches", "finish")
+MODES = ("blue_green", "capacity_paced")
 
 
 PlanError = InputError  # bad input or an AWS state the cutover cannot start from; raised before any write
@@ -66,6 +69,17 @@ def validate_params(params: dict[str, Any]) -> list[str]:
             errors.append(f"{name} is {params[name]}: it is a duration in seconds and cannot be negative")
     if params.get("state", "present") == "present" and (params.get("desired_count") or 0) < 1:
         errors.append(f"desired_count is {params.get('desired_count')}: the new colour needs at least 1 task")
+    if params.get("mode") == "capacity_paced" and params.get("old_color") == "keep":
+        errors.append(
+            "old_color is keep with mode capacity_paced: the old colour shrinks batch by batch, so it cannot be kept at "
+            "full size; set old_color scale_down, or mode blue_green to keep it for an instant rollback"
+        )
+    batch = params.get("batch_size")
+    if batch is not None and not isinstance(batch, bool) and isinstance(batch, int) and batch < 1:
+        errors.append(
+            f"batch_size is {batch}: a capacity-paced batch is at least 1 task; give 1 or more, or leave batch_size out "
+            "for what one spare instance holds"
+        )
     tgs = params.get("target_groups") or {}
     for color in COLORS:
         if not tgs.get(color):
@@ -105,6 +119,7 @@ class Plan:
     steps: list[int] = field(default_factory=list)
     restore_first: bool = False
     reason: str = ""
+    mode: str = "blue_green"  # capacity_paced: batches forward, and a rollback batch by batch
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -123,11 +138,17 @@ def decide(
     weights: dict[str, int],
     colors: dict[str, ColorState],
     scale_down_old: bool,
+    mode: str = "blue_green",
 ) -> Plan:
-    """The plan from what AWS shows. Pure; every branch is covered by tests/unit/test_bluegreen_plan.py."""
+    """The plan from what AWS shows. Pure; every branch is covered by tests/unit/test_bluegreen_plan.py (the
+    capacity-paced ones by tests/unit/test_paced_plan.py)."""
     if state == "rolled_back":
-        return _decide_rollback(task_definition, weights, colors)
+        plan = _decide_rollback(task_definition, weights, colors)
+        plan.mode = mode
+        return plan
     split = all(weights[c] > 0 for c in COLORS)
+    if mode == "capacity_paced":
+        return _decide_paced(task_definition, desired_count, weights, colors, scale_down_old, split)
     if split:
         running_new = [c for c in COLORS if colors[c].task_definition == task_definition]
         if len(running_new) == 1:
@@ -175,6 +196,72 @@ def decide(
         live=live,
         steps=list(steps),
         reason=f"{live} is live with {colors[live].task_definition} x{colors[live].desired}: {standby} takes {task_definition} x{desired_count}",
+    )
+
+
+PACED_PHASES = ["capacity", "batches", "finish"]
+
+
+def _decide_paced(
+    task_definition: str, desired_count: int, weights: dict[str, int], colors: dict[str, ColorState], scale_down_old: bool, split: bool
+) -> Plan:
+    """A capacity-paced cutover: the capacity check of one batch (read-only, it also sizes the default batch), the
+    batches, then finish. The batches themselves are computed from the desired counts at run time (paced.py)."""
+    if split:
+        running_new = [c for c in COLORS if colors[c].task_definition == task_definition]
+        if len(running_new) != 1:
+            raise PlanError(
+                f"traffic is split {weights['blue']}/{weights['green']} and {len(running_new)} colours run {task_definition}: "
+                "a capacity-paced cutover of another release is half done and its old colour may have shrunk, so traffic "
+                "cannot go back to it at once. Finish it (run again with its task definition) or roll it back "
+                "(state rolled_back with its task definition), then run this one"
+            )
+        new = running_new[0]
+        return Plan(
+            "cutover",
+            list(PACED_PHASES),
+            new=new,
+            old=other(new),
+            live=other(new),
+            mode="capacity_paced",
+            reason=f"resuming a capacity-paced cutover: {new} runs the requested task definition x{colors[new].desired} "
+            f"with {weights[new]}% of the traffic, {other(new)} runs {colors[other(new)].desired}",
+        )
+    live = live_color(weights)
+    standby = other(live)
+    if colors[live].task_definition == task_definition and colors[live].desired == desired_count:
+        if colors[standby].desired > 0:
+            return Plan(
+                "finish",
+                ["drain", "finish"],
+                new=live,
+                old=standby,
+                live=live,
+                mode="capacity_paced",
+                reason=f"{live} is live with the requested task definition; {standby} still runs "
+                f"{colors[standby].desired} tasks and is drained, then scaled down (the last batch's shrink)",
+            )
+        return Plan(
+            "noop",
+            [],
+            live=live,
+            mode="capacity_paced",
+            reason=f"{live} is live at 100% with the requested task definition and {desired_count} tasks",
+        )
+    started = colors[standby].task_definition == task_definition and colors[standby].desired > 0
+    return Plan(
+        "cutover",
+        list(PACED_PHASES),
+        new=standby,
+        old=live,
+        live=live,
+        mode="capacity_paced",
+        reason=(
+            f"resuming a capacity-paced cutover at weight 0: {standby} already runs {task_definition} x{colors[standby].desired}"
+            if started
+            else f"{live} is live with {colors[live].task_definition} x{colors[live].desired}: {standby} takes "
+            f"{task_definition} x{desired_count} batch by batch"
+        ),
     )
 
 
@@ -243,8 +330,9 @@ def planned_writes(
     desired_count: int,
     weights: dict[str, int],
     scale_down_old: bool,
+    batch_size: int = 0,
 ) -> list[str]:
-    """The writes these phases would make (what check mode reports)."""
+    """The writes these phases would make (what check mode reports); `batch_size` sizes the batches phase."""
     writes: list[str] = []
     if plan.restore_first and phases:
         writes.append(f"set production weights {plan.old}=100 {plan.new}=0")
@@ -255,13 +343,55 @@ def planned_writes(
                 writes.append(f"update service {new.service}: task definition {task_definition}, {desired_count} tasks")
         elif phase == "traffic":
             writes += [f"set production weights {plan.new}={s} {plan.old}={100 - s}" for s in plan.steps]
+        elif phase == "batches":
+            writes += batch_writes(plan, colors, task_definition, desired_count, batch_size)
         elif phase == "finish" and scale_down_old and colors[plan.old].desired > 0:
             writes.append(f"update service {colors[plan.old].service}: 0 tasks")
+        elif phase == "rollback" and plan.mode == "capacity_paced":
+            writes += rollback_batch_writes(plan, colors, desired_count, batch_size)
         elif phase == "rollback":
             if weights.get(plan.old) != 100:
                 writes.append(f"set production weights {plan.old}=100 {plan.new}=0")
             if colors[plan.new].desired > 0:
                 writes.append(f"update service {colors[plan.new].service}: 0 tasks")
+    return writes
+
+
+def growing_count(state: ColorState, task_definition: str) -> int:
+    """The tasks of a colour that count toward the new release: its desired count when it runs the task definition."""
+    return state.desired if state.task_definition == task_definition else 0
+
+
+def batch_writes(plan: Plan, colors: dict[str, ColorState], task_definition: str, full_count: int, batch_size: int) -> list[str]:
+    """Each batch's writes, in order, from the desired counts AWS shows."""
+    new, old = colors[plan.new], colors[plan.old]
+    writes: list[str] = []
+    growing, shrinking, td = growing_count(new, task_definition), old.desired, new.task_definition
+    for batch in paced.schedule(full_count, batch_size, growing, shrinking):
+        prefix = f"batch {batch.index}/{batch.total}: "
+        if batch.grow_to != growing or td != task_definition:
+            writes.append(f"{prefix}update service {new.service}: task definition {task_definition}, {batch.grow_to} tasks")
+            td = task_definition
+        writes.append(f"{prefix}set production weights {plan.new}={batch.weight} {plan.old}={100 - batch.weight}")
+        if batch.shrink_to != shrinking:
+            writes.append(f"{prefix}update service {old.service}: {batch.shrink_to} tasks")
+        growing, shrinking = batch.grow_to, batch.shrink_to
+    return writes
+
+
+def rollback_batch_writes(plan: Plan, colors: dict[str, ColorState], full_count: int, batch_size: int) -> list[str]:
+    """A capacity-paced rollback's writes: the old colour grows back batch by batch as the new one shrinks."""
+    new, old = colors[plan.new], colors[plan.old]
+    writes: list[str] = []
+    growing, shrinking = old.desired, new.desired
+    for batch in paced.schedule(full_count, batch_size, growing, shrinking):
+        prefix = f"rollback batch {batch.index}/{batch.total}: "
+        if batch.grow_to != growing:
+            writes.append(f"{prefix}update service {old.service}: {batch.grow_to} tasks")
+        writes.append(f"{prefix}set production weights {plan.old}={batch.weight} {plan.new}={100 - batch.weight}")
+        if batch.shrink_to != shrinking:
+            writes.append(f"{prefix}update service {new.service}: {batch.shrink_to} tasks")
+        growing, shrinking = batch.grow_to, batch.shrink_to
     return writes
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import CutoverFailed, CutoverPhases
 
@@ -42,17 +43,30 @@ class Runner(CutoverPhases):
         if self.guard is not None:
             self.guard.check_free()
         self.observe(self.described)
+        self._read_record()
         self.before = self._snapshot()
         plan = self._decide()
         phases = bg.truncate(plan, self.p.get("stop_after"))
         self._refuse_alarms_before_writes(plan)
+        if plan.mode == "capacity_paced" and "capacity" in phases and not self.check_mode:
+            self.phase_capacity(plan)  # reads only: a batch that cannot be placed is refused before any write, the lock's included
         if self.guard is not None and not self.check_mode and self._writes_ahead(plan, phases):
             plan, phases = self._plan_under_lock()
         self._end(entry, "ok", f"{plan.action}: {plan.reason}")
         if self.check_mode:
             if "capacity" in phases:
                 self.phase_capacity(plan)  # reads only: a standby the real run could not place fails the dry run too
-            self.writes = bg.planned_writes(plan, phases, self.colors, self.td_arn, self.desired_count(), self.weights, self.scale_down_old)
+            full = self.desired_count()
+            if plan.mode == "capacity_paced" and "rollback" in phases:
+                full = self.rollback_full_count(plan)
+                self.size_batch(
+                    full,
+                    placement.task_needs(self.task_definition),
+                    placement.usable_instances(ecs_svc.container_instances(self.aws.ecs, self.p["cluster"])),
+                )
+            self.writes = bg.planned_writes(
+                plan, phases, self.colors, self.td_arn, full, self.weights, self.scale_down_old, batch_size=self.batch_size
+            )
             if self.grpc_tgs:  # the gRPC route's forward moves with each weight write
                 self.writes = [w for write in self.writes for w in _with_grpc(write)]
             if "drain" in phases and not self.drain_skip_reason(plan):
@@ -86,7 +100,13 @@ class Runner(CutoverPhases):
             self.weights,
             self.colors,
             self.scale_down_old,
+            mode=self.p.get("mode") or "blue_green",
         )
+
+    def _read_record(self) -> None:
+        """A capacity-paced run reads the cutover record (its full count, and the old colour's to restore)."""
+        if self.paced and self.guard is not None:
+            self.record = self.guard.recorded()
 
     def _refuse_alarms_before_writes(self, plan: bg.Plan) -> None:
         """An alarm already in ALARM fails a cutover (or the scale-down of the old colour) before its first write.
@@ -108,10 +128,12 @@ class Runner(CutoverPhases):
         """Take the lock, then observe and plan again: what this run acts on is read after the lock is held."""
         self.guard.take_lock()
         self.observe()
+        self._read_record()
         self.before = self._snapshot()
         plan = self._decide()
         if plan.action == "cutover":
-            self.guard.record(plan.old, plan.new, self.td_arn)
+            self.guard.record(plan.old, plan.new, self.td_arn, self.desired_count() if plan.mode == "capacity_paced" else None)
+            self.record = self.guard.recorded()
         return plan, bg.truncate(plan, self.p.get("stop_after"))
 
     def _restore_scale_in_after_failure(self) -> None:
@@ -143,6 +165,8 @@ class Runner(CutoverPhases):
             "desired_counts": after["desired_counts"],
             "colors": {c: s.as_dict() for c, s in self.colors.items()},
             "rollback": self.rollback,
+            "batches": list(self.batches),
+            "capacity_plan": dict(self.capacity_plan),
             "told_waits_s": round(self.clock.told_waits_s, 3),
             "wall_s": round(self.clock.monotonic() - start, 3),
             "diff": {"before": self.before, "after": after},
