@@ -226,7 +226,7 @@ class EcsScheduler:
             (lb["targetGroupArn"], int(lb["containerPort"])) for lb in service.get("loadBalancers") or [] if lb.get("targetGroupArn")
         ]
         with self.lock:
-            live = self.service_tasks(name)
+            live = [t for t in self.service_tasks(name) if t.desired_status == "RUNNING"]
             current = [t for t in live if t.task_definition == arn]
             others = [t for t in live if t.task_definition != arn]
             for _missing in range(desired - len(current)):
@@ -615,7 +615,7 @@ def scheduled_app(
     everything stopped and removed afterwards."""
     workdir.mkdir(parents=True, exist_ok=True)
     moto = MotoServer(workdir).start()
-    network = AwsvpcNetwork()
+    network = AwsvpcNetwork().create()  # before the scheduler's threads start tasks on it at once
     fleet: list[GpuInstance] = []
     scheduler = view = None
     try:
