@@ -142,7 +142,7 @@ def test_one_spare_instance_changes_release_batch_by_batch(fleet):
         (3, 3, 1, 75, "ok"),
         (4, 4, 0, 100, "ok"),
     ]
-    assert all("smoke inference as expected" in e["detail"] or e["phase"] != "gates" for e in res["timeline"])
+    assert routes.test.counts().get(fleet.app.target_groups["green"], 0) >= 4  # each batch's gates, on green's real tasks
     assert fleet.app.weights() == {"blue": 0, "green": 100}
     assert routes.failed == [] and routes.answers > 0
     assert fleet.scheduler.peak_instances <= FULL + 1  # never more than one spare instance in use
@@ -207,7 +207,7 @@ def test_a_fleet_with_no_spare_is_refused_before_any_write(fleet, tmp_path):
     assert fleet.app.snapshot() == before
     msg = res["msg"]
     assert "cannot place one capacity-paced batch: 1 task(s) of 1 GPU" in msg
-    assert f"the {FULL} registered instance(s) take 0" in msg
+    assert f"{FULL} registered instance(s) with 0 free GPU(s) take 0" in msg
     assert f"Auto Scaling group gpu at {FULL} of max {FULL}" in msg
     assert f"raise the max size of Auto Scaling group gpu by 1 to {FULL + 1}" in msg
     assert fleet.scheduler.service_tasks(fleet.services["blue"], ("RUNNING",)) and fleet.scheduler.errors == []
