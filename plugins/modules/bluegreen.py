@@ -21,6 +21,9 @@ description:
     inference through the test route; CloudWatch alarms not in ALARM), V(traffic) (each step of
     O(traffic_steps), baked for O(bake_time_s) while alarms and gates are watched), V(drain) (wait until the old
     colour has no work in flight, from its tasks' Triton metrics), V(finish) (termination wait, then scale the old colour down)."
+  - "With O(mode=capacity_paced) the phases are V(discover), V(capacity) (can ONE batch be placed), V(batches) (per batch:
+    grow the new colour, wait until it serves, the gates on the test route, production weights in proportion to its
+    tasks, the bake, shrink the old colour and wait until its removed tasks are gone) and V(finish). See docs/cutover.md."
   - Any failed gate, alarm or timeout after the standby was touched rolls back (weights to the old colour in one
     call, standby scaled to 0) and fails the task with the reason.
   - Every decision is taken from what AWS shows, so a re-run after an interruption continues (or rolls back) from
@@ -492,9 +495,28 @@ colors:
   returned: always
   type: dict
 rollback:
-  description: When a rollback ran - its C(reason), C(to_color), C(detected_at), C(weights_restored_at), C(seconds).
+  description:
+    - When a rollback ran - its C(reason), C(to_color), C(detected_at), C(weights_restored_at), C(seconds) (until all
+      traffic was back on C(to_color)) and C(batches) (how many rollback batches ran with O(mode=capacity_paced); 0 otherwise).
   returned: always
   type: dict
+batches:
+  description:
+    - With O(mode=capacity_paced), one entry per batch this run ran - C(index), C(new_count), C(old_count),
+      C(weights) (by colour), C(seconds), C(status) (V(ok), V(failed), V(rolled_back) for a rollback batch). V([]) in
+      V(blue_green) mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{index: 1, new_count: 1, old_count: 3, weights: {green: 25, blue: 75}, seconds: 312.4, status: ok}]
+capacity_plan:
+  description:
+    - What the capacity phase found - C(mode), C(batch_size), C(batches) (still to run), C(spare_instances_needed) (new
+      instances the Auto Scaling group adds for the next batch or the standby), C(on_registered), C(on_new) (tasks
+      placed on registered and on new instances) and C(why). V({}) when the capacity phase did not run.
+  returned: always
+  type: dict
+  sample: {mode: capacity_paced, batch_size: 1, batches: 4, spare_instances_needed: 1, on_registered: 0, on_new: 1, why: "..."}
 autoscaling:
   description:
     - With O(autoscaling) - each colour's scalable target (C(MinCapacity), C(MaxCapacity), C(SuspendedState)) as

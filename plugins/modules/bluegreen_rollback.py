@@ -21,6 +21,11 @@ description:
     tasks with every target healthy, or nothing is written.
   - An application with a gRPC route has its gRPC production forward moved to the same weights right after the HTTP
     one, in a second call (C(set gRPC weights) in RV(actions)).
+  - After a capacity-paced cutover (O(inferops.triton_ecs.bluegreen#module:mode=capacity_paced)) the colour traffic goes
+    back to may have shrunk. Traffic still moves back at once, then that colour is scaled back to the full count the
+    cutover recorded (after the other colour's scale-down, which frees the GPUs it needs); until its tasks run, it
+    serves with fewer tasks than before - RV(old_capacity) gives the counts and the module warns. A colour already
+    scaled to 0 is refused, as after a blue/green cutover.
   - Without a recorded cutover, traffic goes to the other colour when one colour has all of it and the other still
     runs; split traffic without a record is refused.
 author:
@@ -133,6 +138,13 @@ grpc:
   returned: always
   type: dict
   sample: {}
+old_capacity:
+  description:
+    - After a capacity-paced cutover that shrank the colour taking the traffic back - C(color), C(full_count),
+      C(before) (C(running), C(desired)), C(after) (C(desired)) and C(warning); V({}) otherwise.
+  returned: always
+  type: dict
+  sample: {color: blue, full_count: 4, before: {running: 2, desired: 2}, after: {desired: 4}, warning: "..."}
 weights_restore_seconds:
   description: Seconds the HTTP weight write took.
   returned: always
@@ -181,6 +193,8 @@ def main() -> None:
             module.check_mode,
             lambda arn: CutoverLock(elbv2, arn, params["name"], new_owner(), params["lock_ttl_s"]),
         )
+    if result["old_capacity"]:
+        module.warn(result["old_capacity"]["warning"])
     module.exit_json(**result)
 
 

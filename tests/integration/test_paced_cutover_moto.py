@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.harness import aws_calls
-from tests.harness.ansible import run_playbook
-from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.autoscaling import AUTOSCALING_PLAYBOOK, policies, scaling_args, targets
+from tests.harness.bluegreen import ALARM, APP, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 
 FULL = 4
 NEW_TD = "triton:2"
+POLICIES = [f"{APP}-step-scale-in", f"{APP}-step-scale-out", f"{APP}-target-tracking"]
+LEDGER_BUCKET = "triton-models"  # where the emergency rollback's release ledger goes (tests/integration/test_adversarial_cutover.py)
 
 
 class TargetFollower:
@@ -77,7 +81,7 @@ def app(moto_server) -> BlueGreenApp:
 
 
 def run(app: BlueGreenApp, check: bool = False, **args) -> tuple[object, dict]:
-    module_args = app.module_args(NEW_TD, desired_count=FULL, mode="capacity_paced", **args)
+    module_args = app.module_args(NEW_TD, **{"desired_count": FULL, "mode": "capacity_paced", **args})
     module_args = {k: v for k, v in module_args.items() if v is not None}
     result = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": module_args}, check=check, diff=True, env=app.moto.env())
     return result, result.result("Cutover")
@@ -110,7 +114,7 @@ def test_a_fleet_with_one_spare_changes_colour_batch_by_batch(app):
     assert planned["capacity_plan"]["spare_instances_needed"] == 1
     assert planned["capacity_plan"]["batches"] == 4
     assert [a for a in planned["actions"] if a.startswith("batch 2/4")] == [
-        "batch 2/4: update service triton-green: task definition " + app.task_definitions[1] + ", 2 tasks",
+        "batch 2/4: update service triton-green: 2 tasks",
         "batch 2/4: set production weights green=50 blue=50",
         "batch 2/4: update service triton-blue: 2 tasks",
     ]
@@ -144,6 +148,11 @@ def test_a_fleet_with_one_spare_changes_colour_batch_by_batch(app):
     second = next(e for e in res["timeline"] if e["phase"] == "batch 2/4")
     assert second["outcome"] == "ok" and second["detail"].startswith("batch 2/4: green 2, blue 2, weights green=50 blue=50")
     assert app.weights() == {"blue": 0, "green": 100}
+    tags = app.elbv2().describe_tags(ResourceArns=[app.listener_arn])["TagDescriptions"][0]["Tags"]
+    assert {
+        "Key": "inferops:cutover",
+        "Value": "from=blue to=green task_definition=triton:2 count=4",
+    } in tags  # the emergency rollback reads it
     assert {c: (s["taskDefinition"], s["desiredCount"]) for c, s in app.services().items()} == {
         "blue": (app.task_definitions[0], 0),
         "green": (app.task_definitions[1], FULL),
@@ -250,3 +259,70 @@ def test_a_run_resumes_at_weight_0_when_the_new_colour_already_has_tasks(app):
         "update service triton-blue: 3 tasks",
     ]
     assert app.weights() == {"blue": 0, "green": 100}
+
+
+def test_the_emergency_rollback_moves_traffic_at_once_and_scales_the_shrunk_colour_back(mid_batch):
+    """playbooks/rollback_cutover.yml given only the cluster and the application name, in the middle of a
+    capacity-paced cutover (batch 2 done: green 2 of revision 2, blue shrunk to 2, 50/50). The record a paced run
+    writes (checked by the first test) carries the full count: traffic goes back to blue in one write, green is scaled
+    to 0, blue is scaled back to 4, and the module says blue serves with 2 of 4 tasks until then."""
+    app = mid_batch
+    app.ecs().update_service(cluster="inference", service="triton-blue", desiredCount=2)
+    app.elbv2().add_tags(
+        ResourceArns=[app.listener_arn], Tags=[{"Key": "inferops:cutover", "Value": "from=blue to=green task_definition=triton:2 count=4"}]
+    )
+    s3 = app.moto.client("s3")
+    s3.create_bucket(Bucket=LEDGER_BUCKET)
+    extra_vars = {
+        "aws_region": "us-east-1",
+        "aws_endpoint_url": app.moto.endpoint,
+        "rollback_cutover_cluster": "inference",
+        "rollback_cutover_name": "triton",
+        "fleet_iam_model_bucket": LEDGER_BUCKET,
+        "fleet_iam_model_prefix": "models/",
+    }
+    with TargetFollower(app):
+        time.sleep(1)  # the follower registers the targets the colours want, as ECS would
+        run_ = run_playbook(REPO_ROOT / "playbooks" / "rollback_cutover.yml", extra_vars, env=app.moto.env())
+    res = run_.result("Put production traffic back on the previous colour")
+    assert run_.rc == 0, res.get("msg")
+    assert res["actions"] == [
+        "set production weights blue=100 green=0",
+        "update service triton-green: 0 tasks",
+        "update service triton-blue: 4 tasks",
+    ]
+    assert res["old_capacity"]["before"] == {"running": 2, "desired": 2} and res["old_capacity"]["after"] == {"desired": 4}
+    assert "with 2 of 4 tasks running until its scale-up" in res["old_capacity"]["warning"]
+    assert app.weights() == {"blue": 100, "green": 0}
+    assert {c: s["desiredCount"] for c, s in app.services().items()} == {"blue": 4, "green": 0}
+
+
+def test_autoscaling_is_held_in_and_out_during_the_batches_and_moves_at_finish(app):
+    """Application Auto Scaling (moto): blue's scalable target (min 2, max 8) with its policies; autoscaling had set
+    blue to 4 while the inventory says 2. The full count 4 is carried; during the batches neither scale-in nor
+    scale-out of blue runs (its shrink is the cutover's, not a policy's); at finish the target and policies move to
+    green with nothing suspended."""
+    run_ = run_playbook(AUTOSCALING_PLAYBOOK, {"as_args": scaling_args(app)}, env=app.moto.env())
+    assert run_.rc == 0, run_.stderr
+    seen: list[dict] = []
+
+    def suspended_at_second_batch(desired: dict[str, int]) -> None:
+        if desired.get("green") == 2:
+            seen.append(dict(targets(app)["blue"]["SuspendedState"]))
+
+    with TargetFollower(app, suspended_at_second_batch):
+        run_, res = run(app, desired_count=2, autoscaling=True)
+    assert run_.rc == 0, run_.stderr + run_.stdout[-3000:]
+    assert seen and seen[0]["DynamicScalingInSuspended"] and seen[0]["DynamicScalingOutSuspended"]
+    assert res["actions"][0] == "suspend scale-in and scale-out of triton-blue"
+    assert {c: s["desiredCount"] for c, s in app.services().items()} == {"blue": 0, "green": FULL}
+    found = targets(app)
+    assert set(found) == {"green"} and (found["green"]["MinCapacity"], found["green"]["MaxCapacity"]) == (2, 8)
+    state = found["green"]["SuspendedState"]
+    assert not state["DynamicScalingInSuspended"] and not state["DynamicScalingOutSuspended"]
+    assert policies(app, "green") == POLICIES
+    app.ecs().update_service(cluster="inference", service="triton-green", desiredCount=5)  # autoscaling scales green out
+    with TargetFollower(app):
+        again, res = run(app, desired_count=2, autoscaling=True)
+    assert again.rc == 0 and res["decision"] == "noop" and not res["changed"]  # what autoscaling set is never reset
+    assert app.services()["green"]["desiredCount"] == 5

@@ -234,3 +234,25 @@ def test_an_operators_other_suspensions_are_kept():
         "DynamicScalingOutSuspended": True,
         "ScheduledScalingSuspended": False,
     }
+
+
+def test_a_capacity_paced_cutover_holds_scale_out_too_and_restores_both():
+    aws = fake_with_policies_on_blue()
+    writes: list[str] = []
+    scaling = sc.CutoverScaling(aws, aws, "inference", SERVICES, "triton", writes, hold_scale_out=True)
+    scaling.set_scale_in("blue", True)
+    state = aws.targets[BLUE]["SuspendedState"]
+    assert state["DynamicScalingInSuspended"] and state["DynamicScalingOutSuspended"] and not state["ScheduledScalingSuspended"]
+    scaling.set_scale_in("blue", True)  # already held: no call
+    scaling.move("blue", "green")
+    state = aws.targets[GREEN]["SuspendedState"]
+    assert not state["DynamicScalingInSuspended"] and not state["DynamicScalingOutSuspended"]
+    assert writes[0] == "suspend scale-in and scale-out of triton-blue"
+
+
+def test_a_capacity_paced_restore_releases_a_target_held_in_only():
+    aws = fake_with_policies_on_blue()
+    aws.targets[BLUE]["SuspendedState"] = {"DynamicScalingInSuspended": True}
+    scaling = sc.CutoverScaling(aws, aws, "inference", SERVICES, "triton", [], hold_scale_out=True)
+    scaling.set_scale_in("blue", False)
+    assert not aws.targets[BLUE]["SuspendedState"]["DynamicScalingInSuspended"]

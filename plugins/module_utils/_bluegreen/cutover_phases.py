@@ -42,7 +42,7 @@ class CutoverPhases(CutoverState):
 
     def phase_capacity(self, plan: bg.Plan) -> None:
         if plan.mode == "capacity_paced":
-            if self.capacity_plan.get("colors") != [plan.new, plan.old]:  # checked once a run (before the lock is taken)
+            if self.capacity_checked != (plan.new, plan.old):  # checked once a run (before the lock is taken)
                 self._paced_capacity(plan)
             return
         entry = self._phase("capacity")
@@ -105,8 +105,8 @@ class CutoverPhases(CutoverState):
             headroom = self._scaling_headroom()
         verdict = placement.batch_verdict(need, count, self.batch_size, full, instances, headroom or [], self.p["cluster"])
         batches = paced.schedule(full, self.batch_size, growing, old.desired)
+        self.capacity_checked = (plan.new, plan.old)
         self.capacity_plan = {
-            "colors": [plan.new, plan.old],
             "mode": "capacity_paced",
             "batch_size": self.batch_size,
             "batches": len(batches),

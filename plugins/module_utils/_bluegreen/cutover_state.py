@@ -116,6 +116,7 @@ class CutoverState:
         self.record: dict[str, str] = {}  # the cutover record (a capacity-paced cutover's full count), read in discover
         self.batch_size = 0  # a capacity-paced cutover's batch, sized by the capacity phase
         self.capacity_plan: dict[str, Any] = {}
+        self.capacity_checked: tuple[str | None, str | None] | None = None  # the colours the paced capacity check saw
         self.batches: list[dict[str, Any]] = []  # one entry per batch run
         self.td_arn = ""
         self.task_definition: dict[str, Any] = {}
@@ -383,11 +384,13 @@ class CutoverState:
         configured = self.p["desired_count"] or 0
         if not self.p.get("autoscaling") or not self.weights:
             return configured
-        if self.paced:
+        live = self.colors[bg.live_color(self.weights)]
+        done = live.task_definition == self.td_arn and self.weights[bg.live_color(self.weights)] == 100
+        if self.paced and not done:  # once done, the live colour's count is autoscaling's again
             recorded = self.record.get("count", "")
             if recorded.isdigit() and self.record.get("task_definition") == self.td_arn.rsplit("/", 1)[-1]:
                 return max(int(recorded), configured)
-        return scaling.standby_desired(self.colors[bg.live_color(self.weights)].desired, configured)
+        return scaling.standby_desired(live.desired, configured)
 
     def rollback_full_count(self, plan: bg.Plan) -> int:
         """The count the old colour grows back to in a capacity-paced rollback: the recorded full count, else

@@ -345,7 +345,7 @@ def planned_writes(
             writes += [f"set production weights {plan.new}={s} {plan.old}={100 - s}" for s in plan.steps]
         elif phase == "batches":
             writes += batch_writes(plan, colors, task_definition, desired_count, batch_size)
-        elif phase == "finish" and scale_down_old and colors[plan.old].desired > 0:
+        elif phase == "finish" and scale_down_old and colors[plan.old].desired > 0 and "batches" not in phases:
             writes.append(f"update service {colors[plan.old].service}: 0 tasks")
         elif phase == "rollback" and plan.mode == "capacity_paced":
             writes += rollback_batch_writes(plan, colors, desired_count, batch_size)
@@ -369,9 +369,11 @@ def batch_writes(plan: Plan, colors: dict[str, ColorState], task_definition: str
     growing, shrinking, td = growing_count(new, task_definition), old.desired, new.task_definition
     for batch in paced.schedule(full_count, batch_size, growing, shrinking):
         prefix = f"batch {batch.index}/{batch.total}: "
-        if batch.grow_to != growing or td != task_definition:
+        if td != task_definition:
             writes.append(f"{prefix}update service {new.service}: task definition {task_definition}, {batch.grow_to} tasks")
             td = task_definition
+        elif batch.grow_to != growing:
+            writes.append(f"{prefix}update service {new.service}: {batch.grow_to} tasks")
         writes.append(f"{prefix}set production weights {plan.new}={batch.weight} {plan.old}={100 - batch.weight}")
         if batch.shrink_to != shrinking:
             writes.append(f"{prefix}update service {old.service}: {batch.shrink_to} tasks")

@@ -16,6 +16,7 @@ both gRPC target groups (`grpc_listener_arn` / `grpc_listener_rule_arn` when the
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ class RollbackPlan:
     scale_down: bool = False
     reason: str = ""
     set_grpc_weights: bool = False
+    scale_up_to: int = 0  # a capacity-paced cutover shrank the colour traffic goes back to: its full count, restored after
 
 
 # ---------------------------------------------------------------- pure
@@ -161,7 +163,9 @@ def decide(app: Application, scale_down_new: bool) -> RollbackPlan:
     set_weights = weights[to_color] != 100
     set_grpc = app.grpc is not None and app.grpc.weights.get(to_color) != 100
     scale_down = scale_down_new and colors[from_color].desired > 0
-    if not set_weights and not scale_down and not set_grpc:
+    full = recorded_full_count(app.record)
+    scale_up_to = full if full and 0 < colors[to_color].desired < full else 0
+    if not set_weights and not scale_down and not set_grpc and not scale_up_to:
         return RollbackPlan("noop", to_color, from_color, reason=f"{to_color} already has all production traffic ({source})")
     target = colors[to_color]
     if set_weights or set_grpc:
@@ -173,7 +177,35 @@ def decide(app: Application, scale_down_new: bool) -> RollbackPlan:
         problems = gates.serving_problems(target, None, target.desired)
         if problems:
             raise PlanError(f"cannot roll back to {to_color}, it is not serving: {'; '.join(problems)}. Traffic stays where it is")
-    return RollbackPlan("rollback", to_color, from_color, set_weights, scale_down, f"{source}: traffic goes back to {to_color}", set_grpc)
+    reason = f"{source}: traffic goes back to {to_color}"
+    if scale_up_to:
+        reason += (
+            f" at once, where {target.service} runs {target.desired} of its {scale_up_to} tasks (a capacity-paced cutover shrank it); "
+            f"it is scaled back to {scale_up_to}"
+        )
+    return RollbackPlan("rollback", to_color, from_color, set_weights, scale_down, reason, set_grpc, scale_up_to)
+
+
+def recorded_full_count(record: dict[str, str]) -> int:
+    """The full count a capacity-paced cutover recorded (0 for a blue/green one)."""
+    count = record.get("count", "")
+    return int(count) if count.isdigit() else 0
+
+
+def old_capacity(plan: RollbackPlan, before: gates.ColorState, after_desired: int) -> dict[str, Any]:
+    """What the colour that takes the traffic back runs, before and after its scale-up, and the warning to give."""
+    if not plan.scale_up_to:
+        return {}
+    return {
+        "color": plan.to_color,
+        "full_count": plan.scale_up_to,
+        "before": {"running": before.running, "desired": before.desired},
+        "after": {"desired": after_desired},
+        "warning": (
+            f"{before.service} takes all production traffic with {before.running} of {plan.scale_up_to} tasks running until its "
+            f"scale-up to {plan.scale_up_to} completes (a capacity-paced cutover had shrunk it; docs/cutover.md, Emergency rollback)"
+        ),
+    }
 
 
 # ---------------------------------------------------------------- AWS
@@ -284,6 +316,7 @@ def rollback(
     plan = decide(app, scale_down_new)
     actions: list[str] = []
     seconds = 0.0
+    capacity: dict[str, Any] = {}
     if plan.action == "rollback" and not check_mode:
         guard.lock = make_lock(app.production_arn)
         guard.take_lock()
@@ -315,6 +348,14 @@ def rollback(
                 ecs_svc.update_service(ecs, app.cluster, app.colors[plan.from_color].service, {"desiredCount": 0})
                 app.colors[plan.from_color].desired = 0
                 actions.append(f"update service {app.colors[plan.from_color].service}: 0 tasks")
+            if plan.scale_up_to:
+                # after the scale-down: the GPUs the new colour frees are where the old colour's tasks go back
+                guard.before_write()
+                target = app.colors[plan.to_color]
+                capacity = old_capacity(plan, copy.copy(target), plan.scale_up_to)
+                ecs_svc.update_service(ecs, app.cluster, target.service, {"desiredCount": plan.scale_up_to})
+                target.desired = plan.scale_up_to
+                actions.append(f"update service {target.service}: {plan.scale_up_to} tasks")
         except BaseException as e:
             error = e
             raise
@@ -327,6 +368,9 @@ def rollback(
             actions.append(f"set gRPC weights {plan.to_color}=100 {plan.from_color}=0")
         if plan.scale_down:
             actions.append(f"update service {app.colors[plan.from_color].service}: 0 tasks")
+        if plan.scale_up_to:
+            capacity = old_capacity(plan, app.colors[plan.to_color], plan.scale_up_to)
+            actions.append(f"update service {app.colors[plan.to_color].service}: {plan.scale_up_to} tasks")
     after = _view(app)
     if check_mode and plan.set_weights:
         after["weights"] = {plan.to_color: 100, plan.from_color: 0}
@@ -351,6 +395,7 @@ def rollback(
         }
         if app.grpc is not None
         else {},
+        "old_capacity": capacity,
         "weights_restore_seconds": round(seconds, 3),
         "wall_s": round(time.monotonic() - start, 3),
         "diff": {"before": before, "after": after},

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks, placement
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, hooks, paced, placement
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import CutoverFailed, CutoverPhases
 
@@ -136,6 +136,18 @@ class Runner(CutoverPhases):
             self.record = self.guard.recorded()
         return plan, bg.truncate(plan, self.p.get("stop_after"))
 
+    def _hook_phases(self, plan: bg.Plan) -> tuple[list[str], list[int]]:
+        """The phases and traffic steps the hooks see: a capacity-paced plan's batches hold the standby, gates and
+        traffic stages, each batch's weight a step (known once the capacity phase sized the batch)."""
+        if "batches" not in plan.phases:
+            return plan.phases, plan.steps
+        weights = []
+        if self.batch_size and self.colors:
+            new, old = self.colors[plan.new], self.colors[plan.old]
+            batches = paced.schedule(self.desired_count(), self.batch_size, bg.growing_count(new, self.td_arn), old.desired)
+            weights = [b.weight for b in batches]
+        return [*plan.phases, "standby_up", "gates", "traffic"], weights
+
     def _restore_scale_in_after_failure(self) -> None:
         """A failed run that wrote leaves scale-in restored on the colour with traffic (the next cutover suspends it
         again). A run refused before its first write restores nothing: another run may hold the cutover and its scale-in."""
@@ -174,7 +186,7 @@ class Runner(CutoverPhases):
             "drain_watch": self.drain_watched.as_dict() if self.drain_watched is not None else {},
             "canary": self.canary_watch.summary() if self.canary_watch is not None else {"enabled": False},
             "hooks": list(self.hook_runner.runs),
-            "hooks_planned": hooks.planned(self.p.get("hooks"), plan.phases, plan.steps),
+            "hooks_planned": hooks.planned(self.p.get("hooks"), *self._hook_phases(plan)),
         }
 
 
