@@ -580,7 +580,8 @@ def gpu_fleet(
         node = SimulatedInstance(
             workdir / instance_id, moto, "unused-bucket", "models", application, instance_id, cluster=cluster, network=network
         )
-        shutil.copytree(repositories, node.host_path, dirs_exist_ok=True)
+        for repository in repositories.iterdir():  # each one's own mode: the tasks run as uid 1000
+            shutil.copytree(repository, node.host_path / repository.name, dirs_exist_ok=True)
         instances.append(GpuInstance(instance_id, arn, [f"GPU-{instance_id}-0"], node))
     return instances
 
