@@ -109,17 +109,16 @@ def fleet(tmp_path: Path, repositories: Path, request: pytest.FixtureRequest) ->
 
 
 def cutover(fleet: ScheduledApp, test_url: str, revision: int, **args: Any) -> tuple[Any, dict[str, Any]]:
-    module_args = fleet.app.module_args(
-        fleet.app.task_definitions[revision - 1],
-        desired_count=FULL,
-        mode="capacity_paced",
-        test_route_url=test_url,
-        bake_time_s=1,
-        gates={"expected_models": ["simple"], "smoke": SMOKE, "timeout_s": 20, "interval_s": 1},
-        timeouts={"standby_up_s": 240, "poll_interval_s": 1},
-        drain={"quiet_period_s": 0, "timeout_s": 120},
-        **args,
-    )
+    settings: dict[str, Any] = {
+        "desired_count": FULL,
+        "mode": "capacity_paced",
+        "test_route_url": test_url,
+        "bake_time_s": 1,
+        "gates": {"expected_models": ["simple"], "smoke": SMOKE, "timeout_s": 20, "interval_s": 1},
+        "timeouts": {"standby_up_s": 240, "poll_interval_s": 1},
+        "drain": {"quiet_period_s": 0, "timeout_s": 120},
+    }
+    module_args = fleet.app.module_args(fleet.app.task_definitions[revision - 1], **{**settings, **args})
     run = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": module_args}, env=fleet.view.env(), timeout_s=1200)
     return run, run.result("Cutover")
 
@@ -184,21 +183,21 @@ def test_an_alarm_at_the_middle_batch_rolls_back_batch_by_batch(fleet):
 
 def test_a_new_release_failing_its_smoke_inference_never_gets_traffic(fleet):
     with Routes(fleet) as routes:
-        run, res = cutover(
-            fleet, routes.test.url, BAD_REVISION, gates={"expected_models": ["simple"], "smoke": SMOKE, "timeout_s": 3, "interval_s": 1}
-        )
+        gates = {"expected_models": ["simple"], "smoke": SMOKE, "timeout_s": 3, "interval_s": 1}
+        run, res = cutover(fleet, routes.test.url, BAD_REVISION, gates=gates)
         fleet.scheduler.wait_serving({fleet.services["blue"]: FULL, fleet.services["green"]: 0})
     assert run.rc != 0
     assert "OUTPUT0" in res["rollback"]["reason"]  # the smoke inference's answer differs
     assert batch_phases(res)[0] == ("batch 1/4", "failed")
     assert res["batches"][0]["status"] == "failed"
     assert fleet.app.weights() == {"blue": 100, "green": 0}
-    assert routes.failed == []
+    assert routes.failed == [] and routes.answers > 0
+    assert routes.production.counts().get(fleet.app.target_groups["green"], 0) == 0  # no production request reached it
     assert fleet.scheduler.peak_instances <= FULL + 1
 
 
 @pytest.mark.parametrize("fleet", [FULL], indirect=True)
-def test_a_fleet_with_no_spare_is_refused_before_any_write(fleet, tmp_path):
+def test_a_fleet_with_no_spare_is_refused_before_any_write(fleet):
     before = fleet.app.snapshot()
     aws_calls.start_recording(fleet.moto)
     run, res = cutover(fleet, "http://127.0.0.1:9", 2)
