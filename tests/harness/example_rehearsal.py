@@ -11,7 +11,7 @@
    `infrastructure.yml --check --diff`, `infrastructure.yml`, then one container instance joins the cluster, the
    first model release (`sync_models.yml`: a first deploy needs one), `deploy.yml --check --diff`, `deploy.yml`,
    `deploy.yml` again (changed=0), a second model release, `rollback_models.yml`, a second deploy whose new image
-   keeps the old colour (the emergency rollback's instant path), and `rollback_cutover.yml`.
+   keeps the old colour (the emergency rollback's instant path), and `rollback_traffic.yml`.
 
 What every deploy adds on the command line, and why: `deploy_build_image: false` with `task_definition_image` (an
 image built elsewhere: moto's ECR takes no pushes, and the NGC base cannot be pulled here; docs/dry_run.md) and the
@@ -366,7 +366,7 @@ class Rehearsal:
                 return self
             second = {**deploy_vars, "task_definition_image": images[1], "bluegreen_cutover_old_color": "keep"}
             if play("deploy.yml (second image, old colour kept)", "deploy.yml", second):
-                play("rollback_cutover.yml", "playbooks/rollback_cutover.yml", {"rollback_cutover_new_color": "keep"})
+                play("rollback_traffic.yml", "playbooks/rollback_traffic.yml", {"rollback_cutover_new_color": "keep"})
             return self
         finally:
             if scheduler is not None:

@@ -1,7 +1,7 @@
 """The gRPC route's infrastructure and its emergency rollback, against a moto server (ELBv2 with target groups of
 protocol version GRPC behind HTTPS listeners, ACM for the certificate, ECS): roles fleet_load_balancing and
 fleet_services with fleet_load_balancing_grpc on - check mode, run, check mode again, run again - and
-playbooks/rollback_cutover.yml putting the gRPC route back with the HTTP one. moto runs no task: targets are
+playbooks/rollback_traffic.yml putting the gRPC route back with the HTTP one. moto runs no task: targets are
 registered as ECS would register each task, in both of its colour's target groups."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.harness.bluegreen import CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 from tests.harness.moto import MotoServer
 
 ROLES = Path(__file__).parent / "playbooks" / "grpc_route_roles.yml"
-EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_cutover.yml"
+EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_traffic.yml"
 GRPC_PATHS = ["/inference.GRPCInferenceService/*"]
 
 
