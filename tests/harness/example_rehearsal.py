@@ -82,30 +82,14 @@ model_repository_rollout_timeout_s: 180
 """
 
 
-# What a check run plans in place of the real run's tasks it cannot run yet (their inputs are known after apply): a
-# real task (or every task of a role, by its prefix) -> (the check run's task that plans it, what its message must say).
+# What a check run plans in place of the real run's tasks it does not run. The collection's modules given an input
+# known only after apply report their change themselves (same task); the rest: a real task (or every task of a role,
+# by its prefix) -> (the check run's task that plans it, what its message must say).
 CUTOVER_PLAN = "The cutover a real run would make (check mode; the fleet is created first)"
 PLANNED_BY = {
-    "inferops.triton_ecs.fleet_load_balancing : Production and test listeners, created with the initial weights": (
-        "inferops.triton_ecs.fleet_load_balancing : Listeners a real run would create (check mode, the ALB or target groups are created first)",
-        "would add the production rule",
-    ),
-    "inferops.triton_ecs.fleet_capacity : Launch template (IMDSv2 required, user data joins the cluster)": (
-        "inferops.triton_ecs.fleet_capacity : Launch template a real run would create (check mode, its instance profile or security groups "
-        "are created first)",
-        "would create launch template",
-    ),
     "inferops.triton_ecs.fleet_capacity : Auto Scaling group (desired capacity left to managed scaling)": (
         "inferops.triton_ecs.fleet_capacity : Auto Scaling group changes a real run would make (check mode)",
         "would create Auto Scaling group",
-    ),
-    "inferops.triton_ecs.fleet_capacity : Capacity provider with managed scaling, attached to the cluster (new instances scale-in protected)": (
-        "inferops.triton_ecs.fleet_capacity : Capacity provider a real run would create (check mode, its Auto Scaling group is created first)",
-        "would create capacity provider",
-    ),
-    "inferops.triton_ecs.fleet_services : Blue and green services, created when missing": (
-        "inferops.triton_ecs.fleet_services : Services a real run would create (check mode, what they use is created first)",
-        "would create services",
     ),
     "The release's models on every instance before its colour starts": (CUTOVER_PLAN, "standby.json"),
     "inferops.triton_ecs.bluegreen_cutover : ": (CUTOVER_PLAN, "cutover's phases"),

@@ -134,7 +134,6 @@ def test_manage_switches_given_as_strings_on_the_command_line_are_honoured(tmp_p
     assert run.rc == 0, run.stdout[-3000:]
     for task in (
         "inferops.triton_ecs.fleet_services : Blue and green services, created when missing",
-        "inferops.triton_ecs.fleet_services : Services a real run would create (check mode, what they use is created first)",
         "inferops.triton_ecs.fleet_autoscaling : Scalable target and policies on the live colour",
         "inferops.triton_ecs.fleet_alarms : Dashboard of the service",
     ):
