@@ -53,14 +53,14 @@ rehearse-dry-run: services  ## deploy.yml --check --diff on the local inventory
 	$(BIN)/python -m tests.harness.images && $(BIN)/ansible-playbook deploy.yml -i inventories/local --check --diff
 
 # The emergency rollback on the local rehearsal needs a cutover to undo: deploy, deploy a new task-definition revision
-# keeping the old colour, then playbooks/rollback_cutover.yml puts production back on the old colour. The next
+# keeping the old colour, then playbooks/rollback_traffic.yml puts production back on the old colour. The next
 # deploy-local cuts over again (the new revision stays the latest).
 REHEARSAL_RELEASE_2 := '{"task_definition_environment": {"INFEROPS_REHEARSAL_RELEASE": "2"}, "bluegreen_cutover_old_color": "keep"}'
 rehearse-rollback-cutover: services  ## deploy, a second release, then the emergency rollback, on the local inventory
 	$(BIN)/python -m tests.harness.images
 	$(BIN)/ansible-playbook deploy.yml -i inventories/local
 	$(BIN)/ansible-playbook deploy.yml -i inventories/local -e $(REHEARSAL_RELEASE_2)
-	$(BIN)/ansible-playbook playbooks/rollback_cutover.yml -i inventories/local
+	$(BIN)/ansible-playbook playbooks/rollback_traffic.yml -i inventories/local
 
 # A model release and rollback on the local rehearsal: two simulated container instances (real model agent, real
 # tritonserver) join the cluster, sync_models.yml releases version 1 then 2, rollback_models.yml goes back to 1; the

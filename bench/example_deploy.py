@@ -4,7 +4,7 @@ tests/harness/example_rehearsal.py says what it creates, which runs it makes and
 `name: value` lines:
   example_failed_runs                 runs that failed, of preflight, infrastructure.yml --check --diff, infrastructure.yml,
                                       the first model release, deploy.yml --check --diff, deploy.yml, deploy.yml again,
-                                      a model release, rollback_models.yml, a second deploy and rollback_cutover.yml (target 0)
+                                      a model release, rollback_models.yml, a second deploy and rollback_traffic.yml (target 0)
   example_noop_changed                tasks the second deploy.yml reported changed (target 0)
   example_check_predicted             1 when the check runs' plans name every task their real runs changed and the check
                                       runs wrote nothing (moto's request recorder), else 0 (target 1)

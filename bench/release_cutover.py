@@ -2,7 +2,7 @@
 
 A release whose new model version answers differently (version N answers OUTPUT0 = INPUT0 + N) goes through the
 blue/green cutover the way deploy.yml moves it (model_release standby, the wait for the instance, the cutover with
-gates on exactly its versions, standby_promoted), then `ansible-playbook playbooks/rollback_cutover.yml` puts
+gates on exactly its versions, standby_promoted), then `ansible-playbook playbooks/rollback_traffic.yml` puts
 production back. Clients send requests on the production route throughout.
 
 Prints, one per line as `name: value`:
@@ -12,7 +12,7 @@ Prints, one per line as `name: value`:
   previous release's model version (1), else 0;
 - failed_requests: requests that failed on the production route, through the release, the cutover and the rollback;
   target 0;
-- emergency_rollback_seconds: wall time of `ansible-playbook playbooks/rollback_cutover.yml` (Ansible start-up, the
+- emergency_rollback_seconds: wall time of `ansible-playbook playbooks/rollback_traffic.yml` (Ansible start-up, the
   listener write and the release records included); target <= 10;
 - requests: requests sent on the production route.
 
@@ -197,7 +197,7 @@ def measure(tmp: Path) -> dict[str, float] | None:
                 }
                 started = time.monotonic()
                 rolled = run_playbook(
-                    REPO_ROOT / "playbooks" / "rollback_cutover.yml", extra, inventory=str(REPO_ROOT / "inventories" / "local")
+                    REPO_ROOT / "playbooks" / "rollback_traffic.yml", extra, inventory=str(REPO_ROOT / "inventories" / "local")
                 )
                 rollback_seconds = time.monotonic() - started
                 if rolled.rc != 0:

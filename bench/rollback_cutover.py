@@ -1,7 +1,7 @@
 """The emergency rollback after a cutover on the local rehearsal, and two cutovers started together.
 
 Prints, one per line as `name: value`:
-- emergency_rollback_seconds: wall time of `ansible-playbook playbooks/rollback_cutover.yml -i inventories/local`
+- emergency_rollback_seconds: wall time of `ansible-playbook playbooks/rollback_traffic.yml -i inventories/local`
   (Ansible start-up included) after two deploy.yml runs of the local rehearsal, the second a new task-definition
   revision with the old colour kept; target <= 10 s;
 - emergency_rollback_builds: image builds, tags and pushes dockerd reported while the rollback ran (`docker events`),
@@ -67,7 +67,7 @@ def emergency_rollback(tmp: Path) -> tuple[float, int] | None:
         since = datetime.now(timezone.utc).isoformat()  # noqa: UP017
         started = time.monotonic()
         rollback = run_playbook(
-            REPO_ROOT / "playbooks" / "rollback_cutover.yml", extra_vars={"aws_endpoint_url": moto.endpoint}, inventory=inventory
+            REPO_ROOT / "playbooks" / "rollback_traffic.yml", extra_vars={"aws_endpoint_url": moto.endpoint}, inventory=inventory
         )
         seconds = time.monotonic() - started
         until = datetime.now(timezone.utc).isoformat()  # noqa: UP017

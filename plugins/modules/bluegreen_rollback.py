@@ -73,7 +73,7 @@ extends_documentation_fragment:
   - amazon.aws.region.modules
   - amazon.aws.boto3
 notes:
-  - "The playbook C(playbooks/rollback_cutover.yml) runs this module: C(ansible-playbook playbooks/rollback_cutover.yml -i inventories/<env>)."
+  - "The playbook C(playbooks/rollback_traffic.yml) runs this module: C(ansible-playbook playbooks/rollback_traffic.yml -i inventories/<env>)."
   - Running it again changes nothing.
 """
 

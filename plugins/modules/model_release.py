@@ -38,7 +38,7 @@ description:
     previous colour, so C(current.json) and C(previous.json) swap (or, mid-cutover, C(standby.json) goes).
   - A model-only release (I(state=canary), I(state=promoted)) keeps the image and task definition of C(current.json); it
     changes the models of the colour that serves, in place. I(state=rolled_back) refuses a C(previous.json) of another
-    task definition (the previous colour's release; roll production back with C(playbooks/rollback_cutover.yml)).
+    task definition (the previous colour's release; roll production back with C(playbooks/rollback_traffic.yml)).
   - The release id is derived from the content (image, models, versions, manifest digests) unless O(release_id) is given,
     so running the same release again writes nothing. A release id already written with other content is refused.
   - One run writes an application's records at a time. A run with something to write takes the records' lock (S3

@@ -11,7 +11,7 @@
    `infrastructure.yml --check --diff`, `infrastructure.yml`, then one container instance joins the cluster, the
    first model release (`sync_models.yml`: a first deploy needs one), `deploy.yml --check --diff`, `deploy.yml`,
    `deploy.yml` again (changed=0), a second model release, `rollback_models.yml`, a second deploy whose new image
-   keeps the old colour (the emergency rollback's instant path), and `rollback_cutover.yml`.
+   keeps the old colour (the emergency rollback's instant path), and `rollback_traffic.yml`.
 
 What every deploy adds on the command line, and why: `deploy_build_image: false` with `task_definition_image` (an
 image built elsewhere: moto's ECR takes no pushes, and the NGC base cannot be pulled here; docs/dry_run.md) and the
@@ -82,30 +82,14 @@ model_repository_rollout_timeout_s: 180
 """
 
 
-# What a check run plans in place of the real run's tasks it cannot run yet (their inputs are known after apply): a
-# real task (or every task of a role, by its prefix) -> (the check run's task that plans it, what its message must say).
+# What a check run plans in place of the real run's tasks it does not run. The collection's modules given an input
+# known only after apply report their change themselves (same task); the rest: a real task (or every task of a role,
+# by its prefix) -> (the check run's task that plans it, what its message must say).
 CUTOVER_PLAN = "The cutover a real run would make (check mode; the fleet is created first)"
 PLANNED_BY = {
-    "inferops.triton_ecs.fleet_load_balancing : Production and test listeners, created with the initial weights": (
-        "inferops.triton_ecs.fleet_load_balancing : Listeners a real run would create (check mode, the ALB or target groups are created first)",
-        "would add the production rule",
-    ),
-    "inferops.triton_ecs.fleet_capacity : Launch template (IMDSv2 required, user data joins the cluster)": (
-        "inferops.triton_ecs.fleet_capacity : Launch template a real run would create (check mode, its instance profile or security groups "
-        "are created first)",
-        "would create launch template",
-    ),
     "inferops.triton_ecs.fleet_capacity : Auto Scaling group (desired capacity left to managed scaling)": (
         "inferops.triton_ecs.fleet_capacity : Auto Scaling group changes a real run would make (check mode)",
         "would create Auto Scaling group",
-    ),
-    "inferops.triton_ecs.fleet_capacity : Capacity provider with managed scaling, attached to the cluster (new instances scale-in protected)": (
-        "inferops.triton_ecs.fleet_capacity : Capacity provider a real run would create (check mode, its Auto Scaling group is created first)",
-        "would create capacity provider",
-    ),
-    "inferops.triton_ecs.fleet_services : Blue and green services, created when missing": (
-        "inferops.triton_ecs.fleet_services : Services a real run would create (check mode, what they use is created first)",
-        "would create services",
     ),
     "The release's models on every instance before its colour starts": (CUTOVER_PLAN, "standby.json"),
     "inferops.triton_ecs.bluegreen_cutover : ": (CUTOVER_PLAN, "cutover's phases"),
@@ -366,7 +350,7 @@ class Rehearsal:
                 return self
             second = {**deploy_vars, "task_definition_image": images[1], "bluegreen_cutover_old_color": "keep"}
             if play("deploy.yml (second image, old colour kept)", "deploy.yml", second):
-                play("rollback_cutover.yml", "playbooks/rollback_cutover.yml", {"rollback_cutover_new_color": "keep"})
+                play("rollback_traffic.yml", "playbooks/rollback_traffic.yml", {"rollback_cutover_new_color": "keep"})
             return self
         finally:
             if scheduler is not None:

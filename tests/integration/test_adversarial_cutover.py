@@ -23,7 +23,7 @@ from tests.harness.ansible import REPO_ROOT, PlaybookRun, playbook_env, run_play
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 
 REFUSED_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "bluegreen_refused.yml"
-EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_cutover.yml"
+EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_traffic.yml"
 LOCK_PREFIX = "inferops:cutover-lock:"
 
 
@@ -225,7 +225,7 @@ def _while_a_cutover_runs(app: BlueGreenApp, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("situation", [_after_a_kept_cutover, _mid_cutover, _while_a_cutover_runs], ids=lambda f: f.__name__[1:])
 def test_adversarial_emergency_rollback(app, tmp_path, situation):
-    """Stand-ins: moto server, real ansible-playbook of playbooks/rollback_cutover.yml given only the cluster and
+    """Stand-ins: moto server, real ansible-playbook of playbooks/rollback_traffic.yml given only the cluster and
     the application name. Production traffic is back on blue in one listener write, green is scaled to 0, a second run
     changes nothing; a cutover running at the time stops at its next write instead of moving traffic again."""
     situation(app, tmp_path)

@@ -27,6 +27,7 @@ TARGET_GROUPS_TASK = (
     "inferops.triton_ecs.fleet_load_balancing : "
     "Target groups, health-checked on Triton's readiness, with slow start and the deregistration delay"
 )
+TASK_DEFINITION_TASK = "inferops.triton_ecs.task_definition : Register the Triton task definition"
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +69,11 @@ def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
     moto, first, _second = local_deploy
     assert first.rc == 0, first.stderr[-3000:] + first.stdout[-3000:]
     assert "LOCAL REHEARSAL" in first.result("Say this is a local rehearsal")["msg"]
-    assert first.result("Register the Triton task definition")["changed"]
+    assert first.result(TASK_DEFINITION_TASK)["changed"]
     assert first.deprecations == []  # issue 14: no deprecation warning in any run
     assert len(_revisions(moto)) == 1
     # One model host path (inventories/local's fleet_capacity_model_host_path): the task's /models and the agents'.
-    registered = first.result("Register the Triton task definition")["task_definition"]
+    registered = first.result(TASK_DEFINITION_TASK)["task_definition"]
     # The host path is the models' only one; the metrics sidecar's scrape-target volume is the task's own (no host).
     assert [v["host"]["sourcePath"] for v in registered["volumes"] if "host" in v] == ["/srv/inferops/models"]
     template = moto.client("ec2").describe_launch_template_versions(LaunchTemplateName="triton-local-gpu", Versions=["$Latest"])
@@ -80,7 +81,7 @@ def test_first_run_builds_registers_creates_and_cuts_over(local_deploy):
         '"host_path": "/srv/inferops/models"'
         in base64.b64decode(template["LaunchTemplateVersions"][0]["LaunchTemplateData"]["UserData"]).decode()
     )
-    image = first.result("Register the Triton task definition")["image"]
+    image = first.result(TASK_DEFINITION_TASK)["image"]
     assert image.startswith("127.0.0.1:5000/inferops/triton@sha256:")
     # services were created empty; the gated cutover brought green up and moved all traffic to it
     assert _weights(moto) == {"blue": 0, "green": 100}
@@ -114,7 +115,7 @@ def test_check_on_an_up_to_date_deployment_changes_and_writes_nothing(local_depl
     assert run.changed_tasks == []
     assert writes(moto) == []
     assert state(moto) == before
-    # the live colour serves the release and the other runs nothing: the cutover is not even read
+    # the live colour serves the release and the other runs nothing: the cutover's planner says so, and nothing runs
     assert "green is live at 100% with the requested task definition" in run.result("Nothing to cut over")["msg"]
     assert run.result("Cut traffic over to the new task definition").get("skipped")
 
@@ -142,7 +143,7 @@ def test_check_of_a_release_with_a_new_task_definition_shows_its_diff_and_the_cu
     start_recording(moto)
     run = deploy(moto, check=True, task_definition_environment={"INFEROPS_RELEASE": "2"})
     assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
-    registered = run.result("Register the Triton task definition")
+    registered = run.result(TASK_DEFINITION_TASK)
     assert registered["changed"] and registered["task_definition_arn"] is None
     environments = [c.get("environment", []) for c in registered["diff"]["after"]["containerDefinitions"]]
     assert any({"name": "INFEROPS_RELEASE", "value": "2"} in env for env in environments), environments

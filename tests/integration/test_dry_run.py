@@ -28,10 +28,17 @@ def test_check_on_an_empty_account_shows_the_plan_without_failing_or_writing(tmp
     assert run.rc == 0, run.stderr[-3000:] + run.stdout[-3000:]
     assert actions == []
     assert KNOWN_AFTER_APPLY in run.stdout
+    # The collection's modules given a value known only after apply report the change themselves, naming it.
     for task in (
-        "inferops.triton_ecs.fleet_load_balancing : Target groups a real run would create (check mode)",
+        "inferops.triton_ecs.fleet_load_balancing : Target groups, health-checked on Triton's readiness, with slow start and the deregistration delay",
+        "inferops.triton_ecs.fleet_services : Blue and green services, created when missing",
+        "inferops.triton_ecs.task_definition : Register the Triton task definition",
+    ):
+        assert task in run.changed_tasks, run.changed_tasks
+        assert run.result(task)["known_after_apply"], run.result(task)
+    # The steps other collections' modules or several roles take, named by the play.
+    for task in (
         "inferops.triton_ecs.fleet_capacity : Auto Scaling group changes a real run would make (check mode)",
-        "inferops.triton_ecs.fleet_services : Services a real run would create (check mode, what they use is created first)",
         "The cutover a real run would make (check mode; the fleet is created first)",
     ):
         assert task in run.changed_tasks, run.changed_tasks

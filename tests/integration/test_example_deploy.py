@@ -41,7 +41,7 @@ def test_every_run_of_the_example_passes(rehearsal: Rehearsal) -> None:
         "model release (second)",
         "rollback_models.yml",
         "deploy.yml (second image, old colour kept)",
-        "rollback_cutover.yml",
+        "rollback_traffic.yml",
     ], rehearsal.report()
     assert rehearsal.failed_runs() == [], rehearsal.report()
     assert rehearsal.stand_in_errors == [], rehearsal.report()
@@ -53,7 +53,7 @@ def test_the_cutovers_gate_through_the_test_listener_and_the_summary_names_the_r
     assert rehearsal.test_route_requests > 0
     summary = rehearsal.result("deploy.yml", "Summary")["msg"]
     assert "production URL: https://localhost:443" in summary, summary
-    rollback = rehearsal.result("rollback_cutover.yml", "Put production traffic back on the previous colour")
+    rollback = rehearsal.result("rollback_traffic.yml", "Put production traffic back on the previous colour")
     assert rollback["decision"] == "rollback", rollback
 
 
@@ -134,7 +134,6 @@ def test_manage_switches_given_as_strings_on_the_command_line_are_honoured(tmp_p
     assert run.rc == 0, run.stdout[-3000:]
     for task in (
         "inferops.triton_ecs.fleet_services : Blue and green services, created when missing",
-        "inferops.triton_ecs.fleet_services : Services a real run would create (check mode, what they use is created first)",
         "inferops.triton_ecs.fleet_autoscaling : Scalable target and policies on the live colour",
         "inferops.triton_ecs.fleet_alarms : Dashboard of the service",
     ):

@@ -1,7 +1,7 @@
 """The gRPC route's infrastructure and its emergency rollback, against a moto server (ELBv2 with target groups of
 protocol version GRPC behind HTTPS listeners, ACM for the certificate, ECS): roles fleet_load_balancing and
 fleet_services with fleet_load_balancing_grpc on - check mode, run, check mode again, run again - and
-playbooks/rollback_cutover.yml putting the gRPC route back with the HTTP one. moto runs no task: targets are
+playbooks/rollback_traffic.yml putting the gRPC route back with the HTTP one. moto runs no task: targets are
 registered as ECS would register each task, in both of its colour's target groups."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from tests.harness.bluegreen import CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 from tests.harness.moto import MotoServer
 
 ROLES = Path(__file__).parent / "playbooks" / "grpc_route_roles.yml"
-EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_cutover.yml"
+GRPC_ROUTE_TASK = "inferops.triton_ecs.fleet_load_balancing : The gRPC production route and test listener, created with the production route's live colour"
+EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_traffic.yml"
 GRPC_PATHS = ["/inference.GRPCInferenceService/*"]
 
 
@@ -59,7 +60,9 @@ def test_the_roles_make_the_grpc_route_and_a_rerun_changes_nothing(moto_server: 
     variables = {"aws_endpoint_url": moto_server.endpoint, **network(moto_server)}
     planned = run_playbook(ROLES, variables, check=True, env=moto_server.env())
     assert planned.rc == 0, planned.stdout[-3000:]
-    assert "would create the gRPC production route (HTTPS 443, rule priority 10)" in planned.stdout
+    # The route's module reports what a real run does, naming the inputs a real run creates first (the target groups).
+    route = planned.result(GRPC_ROUTE_TASK)
+    assert route["changed"] and {"target_groups.blue", "target_groups.green"} <= set(route["known_after_apply"]), route
     assert moto_server.client("elbv2").describe_target_groups()["TargetGroups"] == []
 
     run = run_playbook(ROLES, variables, env=moto_server.env())

@@ -1,4 +1,4 @@
-"""Staged model releases from the controller, end to end: playbooks/sync_models.yml and rollback.yml on their default
+"""Staged model releases from the controller, end to end: playbooks/sync_models.yml and rollback_models.yml on their default
 (agent) path, module model_release.
 
 Stand-ins: a moto server for S3 and ECS (moto EC2 instances registered as the cluster's container instances); two
@@ -20,7 +20,7 @@ from tests.harness.fleet import APP, BUCKET, CLUSTER, MODEL, PREFIX, SimulatedFl
 from tests.harness.moto import REGION
 
 SYNC = REPO_ROOT / "playbooks" / "sync_models.yml"
-ROLLBACK = REPO_ROOT / "playbooks" / "rollback.yml"
+ROLLBACK = REPO_ROOT / "playbooks" / "rollback_models.yml"
 RELEASE_TASKS = "model_repository : "
 
 

@@ -106,7 +106,7 @@ def test_sync_models_and_rollback_playbooks(stack, tmp_path):
         ],
     }
     sync_playbook = REPO_ROOT / "playbooks" / "sync_models.yml"
-    rollback_playbook = REPO_ROOT / "playbooks" / "rollback.yml"
+    rollback_playbook = REPO_ROOT / "playbooks" / "rollback_models.yml"
 
     # Publish 1..3 in one run: the sync takes the latest (3), loads it, verifies, prunes nothing yet.
     first = run_playbook(sync_playbook, extra, env=stack.moto.env())

@@ -262,7 +262,7 @@ def test_a_run_resumes_at_weight_0_when_the_new_colour_already_has_tasks(app):
 
 
 def test_the_emergency_rollback_moves_traffic_at_once_and_scales_the_shrunk_colour_back(mid_batch):
-    """playbooks/rollback_cutover.yml given only the cluster and the application name, in the middle of a
+    """playbooks/rollback_traffic.yml given only the cluster and the application name, in the middle of a
     capacity-paced cutover (batch 2 done: green 2 of revision 2, blue shrunk to 2, 50/50). The record a paced run
     writes (checked by the first test) carries the full count: traffic goes back to blue in one write, green is scaled
     to 0, blue is scaled back to 4, and the module says blue serves with 2 of 4 tasks until then."""
@@ -283,7 +283,7 @@ def test_the_emergency_rollback_moves_traffic_at_once_and_scales_the_shrunk_colo
     }
     with TargetFollower(app):
         time.sleep(1)  # the follower registers the targets the colours want, as ECS would
-        run_ = run_playbook(REPO_ROOT / "playbooks" / "rollback_cutover.yml", extra_vars, env=app.moto.env())
+        run_ = run_playbook(REPO_ROOT / "playbooks" / "rollback_traffic.yml", extra_vars, env=app.moto.env())
     res = run_.result("Put production traffic back on the previous colour")
     assert run_.rc == 0, res.get("msg")
     assert res["actions"] == [

@@ -459,7 +459,7 @@ def test_the_emergency_rollback_takes_the_records_back_to_the_previous_colour(s3
     assert reverted["actions"] == [f"write previous.json ({two['release_id']})", f"write current.json ({one['release_id']})"]
     assert reverted["release_id"] == one["release_id"]
     # a model rollback may not cross colours
-    with pytest.raises(ReleaseError, match=r"previous.json .* is the previous colour's release.*rollback_cutover.yml"):
+    with pytest.raises(ReleaseError, match=r"previous.json .* is the previous colour's release.*rollback_traffic.yml"):
         rollout.run(s3, ecs, params("rolled_back", cluster=None), False, CREATED)
 
 

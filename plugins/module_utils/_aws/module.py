@@ -1,7 +1,8 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""How every AWS module of the collection starts and ends: AnsibleAWSModule with check mode, a client per service
-whose calls retry throttling and transient errors, and the work run under module_errors."""
+"""How every AWS module of the collection starts and ends: AnsibleAWSModule with check mode (a check run given an
+input known only after apply reports the change and stops: _aws/after_apply.py), a client per service whose calls
+retry throttling and transient errors, and the work run under module_errors."""
 
 from __future__ import annotations
 
@@ -10,14 +11,23 @@ from typing import Any
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule
 from ansible_collections.amazon.aws.plugins.module_utils.retries import AWSRetry, RetryingBotoClientWrapper
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import after_apply
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors
 
 __all__ = ["aws_module", "client", "converge", "retrying_client"]
 
 
 def aws_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleAWSModule:
-    """The module object; every module of the collection supports check mode."""
-    return AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, **kwargs)
+    """The module object; every module of the collection supports check mode. An input that is known only after
+    apply (an earlier step of the run would create it) ends the module here, before any AWS call: in check mode with
+    the change a real run would make, in a real run with a failure naming the input."""
+    module = AnsibleAWSModule(argument_spec=argument_spec, supports_check_mode=True, **kwargs)
+    unknown = after_apply.unknown_inputs(module.params)
+    if unknown and module.check_mode:
+        module.exit_json(**after_apply.check_mode_result(unknown))
+    if unknown:
+        module.fail_json(msg=after_apply.real_run_error(unknown))
+    return module
 
 
 def client(module: AnsibleAWSModule, service: str, max_pool_connections: int | None = None) -> Any:

@@ -251,7 +251,7 @@ def recovery(name: str) -> str:
     """How to remove or replace a broken record of this name (docs/runbook.md, 'A broken release record')."""
     return {
         CANARY: "remove it with model_release state=canary_absent (or state=rolled_back)",
-        STANDBY: "remove it with model_release state=standby_absent (or playbooks/rollback_cutover.yml), then deploy again",
+        STANDBY: "remove it with model_release state=standby_absent (or playbooks/rollback_traffic.yml), then deploy again",
         PREVIOUS: "replace it with the next promotion (model_release state=promoted or standby_promoted)",
         CURRENT: "replace it with model_release state=rolled_back (current.json <- previous.json) or state=promoted",
     }[name]

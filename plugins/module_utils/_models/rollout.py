@@ -257,7 +257,7 @@ def plan_rollback(records: dict[str, Any], broken: dict[str, Any] | None = None)
         raise ReleaseError(
             f"previous.json ({previous['release_id']}) runs on task definition {previous.get('task_definition')}, not on the "
             f"live colour's {current.get('task_definition')}: it is the previous colour's release. Put production back on "
-            "that colour with playbooks/rollback_cutover.yml (image and models together); nothing was changed"
+            "that colour with playbooks/rollback_traffic.yml (image and models together); nothing was changed"
         )
     if previous is None:
         if not actions and _present(CURRENT, records, broken):
@@ -575,7 +575,7 @@ def run(s3: Any, ecs: Any, params: dict[str, Any], check_mode: bool, created: st
             what = records[STANDBY]["release_id"] if records.get(STANDBY) else "broken: " + broken[STANDBY]["error"]
             raise ReleaseError(
                 f"standby.json ({what}) is in flight: a cutover is bringing it up; finish it (deploy.yml) "
-                "or roll it back (playbooks/rollback_cutover.yml) before a model release"
+                "or roll it back (playbooks/rollback_traffic.yml) before a model release"
             )
         if state in ("canary", "promoted"):
             _refuse_broken(broken, CURRENT, "a model-only release takes its image and task definition from it")

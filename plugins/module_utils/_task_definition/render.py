@@ -101,11 +101,11 @@ def stop_budget(drain_timeout_s: int, exit_timeout_s: int) -> int:
     return drain_timeout_s + UNLOAD_BUDGET_S + exit_timeout_s + EXIT_MARGIN_S
 
 
-def triton_environment(triton: dict[str, Any], gpu_count: int, stop_timeout_s: int = 90) -> dict[str, str]:
+def triton_environment(triton: dict[str, Any], gpu_count: int, stop_timeout_s: int) -> dict[str, str]:
     """The TRITON_* variables the image's entrypoint (roles/triton_image) builds the tritonserver command from, and the
     INFEROPS_* ones that bind the task to its release (the model agent's view of it; docs/models.md)."""
     release = {}
-    if triton.get("model_repository_host_path") and triton.get("model_view", True):
+    if triton.get("model_repository_host_path") and triton["model_view"]:
         release["INFEROPS_MODEL_VIEW"] = "task-definition"
     if triton.get("release_id"):
         release["INFEROPS_RELEASE_ID"] = str(triton["release_id"])
@@ -115,14 +115,14 @@ def triton_environment(triton: dict[str, Any], gpu_count: int, stop_timeout_s: i
         **release,
         # The entrypoint ends the container before ECS's SIGKILL would, whatever Triton is doing (a model load).
         "TRITON_STOP_TIMEOUT_S": str(stop_timeout_s),
-        "TRITON_MODEL_REPOSITORY": str(triton.get("model_repository", "/models")),
-        "TRITON_MODEL_CONTROL_MODE": str(triton.get("model_control_mode", "explicit")),
+        "TRITON_MODEL_REPOSITORY": str(triton["model_repository"]),
+        "TRITON_MODEL_CONTROL_MODE": str(triton["model_control_mode"]),
         "TRITON_LOAD_MODELS": ",".join(triton.get("models") or []),
-        "TRITON_EXIT_TIMEOUT_S": str(triton.get("exit_timeout_s", 30)),
-        "TRITON_DRAIN_TIMEOUT_S": str(triton.get("drain_timeout_s", 30)),
-        "TRITON_HTTP_PORT": str(triton.get("http_port", 8000)),
-        "TRITON_GRPC_PORT": str(triton.get("grpc_port", 8001)),
-        "TRITON_METRICS_PORT": str(triton.get("metrics_port", 8002)),
+        "TRITON_EXIT_TIMEOUT_S": str(triton["exit_timeout_s"]),
+        "TRITON_DRAIN_TIMEOUT_S": str(triton["drain_timeout_s"]),
+        "TRITON_HTTP_PORT": str(triton["http_port"]),
+        "TRITON_GRPC_PORT": str(triton["grpc_port"]),
+        "TRITON_METRICS_PORT": str(triton["metrics_port"]),
         # The entrypoint's pre-start check: fail fast when the GPUs ECS assigned are not visible.
         "TRITON_REQUIRE_GPU": "true" if gpu_count else "false",
         "TRITON_GPU_COUNT": str(gpu_count),
@@ -141,9 +141,9 @@ def triton_args(triton: dict[str, Any], gpu_count: int) -> list[str]:
 
 def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
     """register_task_definition arguments for the module's (validated) parameters."""
-    triton = params.get("triton") or {}
-    gpu_count = params.get("gpu_count", 1)
-    health = params.get("health_check") or {}
+    triton = params["triton"]
+    gpu_count = params["gpu_count"]
+    health = params["health_check"]
     container: dict[str, Any] = {
         "name": TRITON_CONTAINER,
         "image": params["image"],
@@ -159,13 +159,13 @@ def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
             {"name": "stack", "softLimit": 67108864, "hardLimit": 67108864},
         ],
         # An init process reaps the python-backend stubs and forwards SIGTERM to tritonserver.
-        "linuxParameters": {"initProcessEnabled": True, "sharedMemorySize": triton.get("shared_memory_size_mib", 1024)},
-        "stopTimeout": params.get("stop_timeout_s", 90),
+        "linuxParameters": {"initProcessEnabled": True, "sharedMemorySize": triton["shared_memory_size_mib"]},
+        "stopTimeout": params["stop_timeout_s"],
         # environment wins over the rendered TRITON_* variables, on purpose.
         "environment": [
             {"name": k, "value": str(v)}
             for k, v in sorted(
-                {**triton_environment(triton, gpu_count, params.get("stop_timeout_s", 90)), **(params.get("environment") or {})}.items()
+                {**triton_environment(triton, gpu_count, params["stop_timeout_s"]), **(params.get("environment") or {})}.items()
             )
         ],
         "secrets": [{"name": k, "valueFrom": v} for k, v in sorted((params.get("secrets") or {}).items())],
@@ -175,14 +175,14 @@ def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
     for option, field in (("cpu", "cpu"), ("memory", "memory"), ("memory_reservation", "memoryReservation")):
         if params.get(option) is not None:
             container[field] = params[option]
-    if health.get("enabled", True):
+    if health["enabled"]:
         container["healthCheck"] = {
             "command": list(health.get("command") or DEFAULT_HEALTH_COMMAND),
-            "interval": health.get("interval_s", 30),
-            "timeout": health.get("timeout_s", 5),
-            "retries": health.get("retries", 3),
+            "interval": health["interval_s"],
+            "timeout": health["timeout_s"],
+            "retries": health["retries"],
             # Model loading can take minutes; failures inside the start period do not count.
-            "startPeriod": health.get("start_period_s", 180),
+            "startPeriod": health["start_period_s"],
         }
     log = params.get("log_configuration")
     if log is None:
@@ -197,9 +197,7 @@ def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
     volumes = []
     if triton.get("model_repository_host_path"):
         volumes.append({"name": MODEL_VOLUME, "host": {"sourcePath": triton["model_repository_host_path"]}})
-        container["mountPoints"] = [
-            {"sourceVolume": MODEL_VOLUME, "containerPath": triton.get("model_repository", "/models"), "readOnly": True}
-        ]
+        container["mountPoints"] = [{"sourceVolume": MODEL_VOLUME, "containerPath": triton["model_repository"], "readOnly": True}]
     if triton.get("metrics_target_dir"):
         volumes.append({"name": METRICS_TARGETS_VOLUME})
         container.setdefault("mountPoints", []).append(
@@ -210,7 +208,7 @@ def render(params: dict[str, Any], region: str | None = None) -> dict[str, Any]:
     definition: dict[str, Any] = {
         "family": params["family"],
         "containerDefinitions": [container, *copy.deepcopy(params.get("extra_containers") or [])],
-        "networkMode": params.get("network_mode", "awsvpc"),
+        "networkMode": params["network_mode"],
         "requiresCompatibilities": ["EC2"],
         "volumes": volumes,
         "placementConstraints": [dict(c) for c in params.get("placement_constraints") or []],

@@ -49,11 +49,11 @@ def validate(params: dict[str, Any]) -> list[str]:
         errors.append(f"keep_revisions: {keep} keeps nothing; give 1 or more, or leave it unset to keep every revision")
     else:
         errors += checks.check_range("keep_revisions", keep, 1, 10000)
-    if params.get("state", "present") == "present":
+    if params["state"] == "present":
         errors += _validate_image(params)
         errors += _validate_resources(params)
         errors += _validate_triton(params)
-        errors += _validate_health_check(params.get("health_check") or {})
+        errors += _validate_health_check(params["health_check"])
         errors += _validate_environment(params)
         errors += _validate_containers(params)
         if not errors:
@@ -86,7 +86,7 @@ def _validate_image(params: dict[str, Any]) -> list[str]:
 
 def _validate_resources(params: dict[str, Any]) -> list[str]:
     errors = []
-    gpu = params.get("gpu_count", 1)
+    gpu = params["gpu_count"]
     if isinstance(gpu, int) and gpu < 0:
         errors.append(f"gpu_count: {gpu} is negative; give 0 for a CPU-only task or the number of GPUs per task")
     else:
@@ -109,7 +109,7 @@ def _validate_resources(params: dict[str, Any]) -> list[str]:
             f"memory_reservation: {reservation} MiB is above memory {memory} MiB (the hard limit);"
             f" lower memory_reservation to at most {memory} or raise memory"
         )
-    mode = params.get("network_mode", "awsvpc")
+    mode = params["network_mode"]
     if mode not in NETWORK_MODES:
         errors.append(f"network_mode: {mode!r} is not an ECS network mode on Linux; use one of {', '.join(NETWORK_MODES)}")
     for i, constraint in enumerate(params.get("placement_constraints") or []):
@@ -139,10 +139,10 @@ def _validate_tags(tags: dict[str, Any]) -> list[str]:
 
 def _validate_triton(params: dict[str, Any]) -> list[str]:
     errors = []
-    triton = params.get("triton") or {}
-    exit_timeout = triton.get("exit_timeout_s", 30)
-    drain_timeout = triton.get("drain_timeout_s", 30)
-    stop_timeout = params.get("stop_timeout_s", 90)
+    triton = params["triton"]
+    exit_timeout = triton["exit_timeout_s"]
+    drain_timeout = triton["drain_timeout_s"]
+    stop_timeout = params["stop_timeout_s"]
     for name, value in (("exit_timeout_s", exit_timeout), ("drain_timeout_s", drain_timeout)):
         if isinstance(value, int) and value < 0:
             errors.append(f"triton.{name}: {value} is negative; give seconds >= 0")
@@ -152,10 +152,10 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
     if errors:
         return errors
     errors += stop_budget_errors("stop_timeout_s", stop_timeout, drain_timeout, exit_timeout)
-    mode = triton.get("model_control_mode", "explicit")
+    mode = triton["model_control_mode"]
     if mode not in MODEL_CONTROL_MODES:
         errors.append(f"triton.model_control_mode: {mode!r} is unknown; use explicit (recommended), poll or none")
-    elif mode != "explicit" and (triton.get("release_id") or (triton.get("model_repository_host_path") and triton.get("model_view", True))):
+    elif mode != "explicit" and (triton.get("release_id") or (triton.get("model_repository_host_path") and triton["model_view"])):
         errors.append(
             f"triton.model_control_mode: {mode!r} with a release (triton.release_id or the model view of "
             "triton.model_repository_host_path): Triton would load whatever lands in the repository, around the staged "
@@ -179,7 +179,7 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
             errors += checks.check_range(f"triton.{name}", port, 1, 65535)
     if len(set(ports.values())) != len(ports):
         errors.append(f"triton ports: {ports} repeat a port; give http_port, grpc_port and metrics_port distinct values")
-    errors += checks.check_text("triton.model_repository", triton.get("model_repository", "/models"), "give an absolute path on one line")
+    errors += checks.check_text("triton.model_repository", triton["model_repository"], "give an absolute path on one line")
     host_path = triton.get("model_repository_host_path")
     if host_path is not None and not str(host_path).startswith("/"):
         errors.append(f"triton.model_repository_host_path: {host_path!r} is relative; give an absolute path on the container instance")
@@ -193,8 +193,7 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
             )
     target_dir = triton.get("metrics_target_dir")
     if target_dir is not None and (
-        not str(target_dir).startswith("/")
-        or str(target_dir).rstrip("/") in ("", str(triton.get("model_repository", "/models")).rstrip("/"))
+        not str(target_dir).startswith("/") or str(target_dir).rstrip("/") in ("", str(triton["model_repository"]).rstrip("/"))
     ):
         errors.append(
             f"triton.metrics_target_dir: {target_dir!r} is not a directory of its own; give an absolute path such as /inferops/metrics"
@@ -202,7 +201,7 @@ def _validate_triton(params: dict[str, Any]) -> list[str]:
     release_id = triton.get("release_id")
     if release_id is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", str(release_id)):
         errors.append(f"triton.release_id: {release_id!r} is not a release id; give the id model_release state=resolved returned")
-    shm = triton.get("shared_memory_size_mib", 1024)
+    shm = triton["shared_memory_size_mib"]
     if isinstance(shm, int) and shm <= 0:
         errors.append(f"triton.shared_memory_size_mib: {shm} is not positive; the python backend needs /dev/shm, give MiB > 0")
     else:
@@ -272,7 +271,7 @@ def _validate_containers(params: dict[str, Any]) -> list[str]:
     overrides = params.get("container_overrides") or {}
     if "name" in overrides:
         errors.append(f"container_overrides.name: {overrides['name']!r} cannot rename the Triton container; remove the key")
-    if "command" in overrides and triton_args(params.get("triton") or {}, params.get("gpu_count", 1)):
+    if "command" in overrides and triton_args(params["triton"], params["gpu_count"]):
         errors.append(
             "container_overrides.command: would replace the tritonserver flags rendered from triton.* options"
             " (memory pools, extra_args); put further flags in triton.extra_args instead"
@@ -314,7 +313,7 @@ def _validate_triton_flags(params: dict[str, Any], container: dict[str, Any], en
     errors = checks.triton_flag_errors(source, command)
     if env.get("TRITON_EXTRA_ARGS"):
         errors += checks.triton_flag_errors("environment.TRITON_EXTRA_ARGS", checks.extra_args_of(env["TRITON_EXTRA_ARGS"]))
-    mode = (params.get("triton") or {}).get("model_control_mode", "explicit")
+    mode = params["triton"]["model_control_mode"]
     if env.get("TRITON_MODEL_CONTROL_MODE", mode) != mode:
         errors.append(
             f"environment.TRITON_MODEL_CONTROL_MODE: {env['TRITON_MODEL_CONTROL_MODE']!r} overrides "
@@ -325,8 +324,8 @@ def _validate_triton_flags(params: dict[str, Any], container: dict[str, Any], en
 
 def _validate_final_stop_budget(params: dict[str, Any], env: dict[str, Any], stop_timeout: Any) -> list[str]:
     """The stop budget again when `environment` or `container_overrides` changed what the options said."""
-    triton = params.get("triton") or {}
-    options = (triton.get("drain_timeout_s", 30), triton.get("exit_timeout_s", 30), params.get("stop_timeout_s", 90))
+    triton = params["triton"]
+    options = (triton["drain_timeout_s"], triton["exit_timeout_s"], params["stop_timeout_s"])
     try:
         final = (int(env["TRITON_DRAIN_TIMEOUT_S"]), int(env["TRITON_EXIT_TIMEOUT_S"]), int(stop_timeout))
     except (KeyError, TypeError, ValueError):
