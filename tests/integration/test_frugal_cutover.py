@@ -67,7 +67,7 @@ class Routes:
         self.stop = threading.Event()
         self.answers = 0
         self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(2)]
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _client_number in range(2)]
 
     def _client(self) -> None:
         body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [10.0]}]}).encode()
