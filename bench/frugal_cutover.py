@@ -33,68 +33,30 @@ Exits 1 only when it cannot measure.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1] / ".build" / "collections"))
 
-from tests.harness.alb import TARGET_GROUP_HEADER, AlbRoute
+from tests.harness.alb import AlbRoute
 from tests.harness.ansible import run_playbook
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK
+from tests.harness.canary import PacedClients
 from tests.harness.ecs_scheduler import ScheduledApp, scheduled_app
 from tests.harness.triton import write_model
 
 FULL = 4  # tasks of the service, one GPU each
-CLIENTS = 2
+CLIENT_RATE = 40.0  # inferences per second on the production route
 SMOKE = {
     "model": "simple",
     "inputs": [{"name": "INPUT0", "shape": [2], "datatype": "FP32", "data": [1.0, 2.0]}],
     "expected_outputs": [{"name": "OUTPUT0", "data": [2.0, 3.0]}],
 }
-
-
-class Clients:
-    """Threads sending inferences on the production route; failed requests kept with their reason."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.stop = threading.Event()
-        self.answers = 0
-        self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _client in range(CLIENTS)]
-
-    def _run(self) -> None:
-        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [10.0]}]}).encode()
-        while not self.stop.is_set():
-            request = urllib.request.Request(self.url + "/v2/models/simple/infer", data=body, method="POST")
-            request.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(request, timeout=30) as resp:
-                    resp.read()
-                    self.answers += 1
-            except urllib.error.HTTPError as err:
-                self.failed.append(f"{err.code} from {err.headers.get(TARGET_GROUP_HEADER, '-')}: {err.read()[:200]!r}")
-            except Exception as err:  # any client-side failure is a failed request
-                self.failed.append(f"{type(err).__name__}: {err}")
-            time.sleep(0.05)
-
-    def __enter__(self) -> Clients:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(40)
 
 
 def task_env(_task_definition: str) -> dict[str, str]:
@@ -149,7 +111,7 @@ def measure(workdir: Path, mode: str, instances: int, alarm_weights: dict[str, i
             AlbRoute(fleet.moto, listener_arn=app.test_listener_arn) as test,
         ):
             fleet.scheduler.reset_peak()
-            with Clients(production.url) as clients:
+            with PacedClients(production.url, rate=CLIENT_RATE, model="simple") as clients:
                 time.sleep(1)
                 done = cutover(fleet, test.url, 2, mode=mode, **args)
                 if done["_rc"] != 0 or app.weights() != {"blue": 0, "green": 100}:
@@ -170,8 +132,8 @@ def measure(workdir: Path, mode: str, instances: int, alarm_weights: dict[str, i
             return None
         return {
             "spare": fleet.scheduler.peak_instances - FULL,
-            "failed": clients.failed,
-            "requests": clients.answers + len(clients.failed),
+            "failed": clients.failed(),
+            "requests": len(clients.answers),
             "cutover_seconds": done["wall_s"],
             "rollback_seconds": rolled["rollback"]["seconds"],
             "unclean_stops": [s for s in fleet.scheduler.stops if s.exit_code != 0],

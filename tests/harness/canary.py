@@ -58,7 +58,7 @@ class PacedClients:
                 return resp.headers.get("X-Inferops-Target-Group", ""), resp.status
         except urllib.error.HTTPError as err:
             return err.headers.get("X-Inferops-Target-Group", ""), err.code
-        except OSError as err:
+        except Exception as err:  # any client-side failure (a reset, a malformed answer) is a failed request
             return "", f"{type(err).__name__}: {err}"
 
     def _send_grpc(self, client: Any) -> tuple[str, int | str]:

@@ -15,11 +15,8 @@ Heavy (up to 5 task containers at once, ansible-playbook runs): run this file un
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,12 +27,14 @@ from tests.harness import aws_calls
 from tests.harness.alb import AlbRoute
 from tests.harness.ansible import run_playbook
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK
+from tests.harness.canary import PacedClients
 from tests.harness.ecs_scheduler import ScheduledApp, scheduled_app
 from tests.harness.triton import write_model
 
 pytestmark = pytest.mark.slow
 
 FULL = 4
+CLIENT_RATE = 20.0  # inferences per second on the production route
 SMOKE = {
     "model": "simple",
     "inputs": [{"name": "INPUT0", "shape": [2], "datatype": "FP32", "data": [1.0, 2.0]}],
@@ -59,43 +58,30 @@ def task_env(task_definition: str) -> dict[str, str]:
 
 
 class Routes:
-    """The production and test routes, and clients on the production one (failed requests kept)."""
+    """The production and test routes, and clients on the production one (tests/harness/canary.PacedClients)."""
 
     def __init__(self, fleet: ScheduledApp) -> None:
         self.production = AlbRoute(fleet.moto, listener_arn=fleet.app.listener_arn)
         self.test = AlbRoute(fleet.moto, listener_arn=fleet.app.test_listener_arn)
-        self.stop = threading.Event()
-        self.answers = 0
-        self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._client, daemon=True) for _client_number in range(2)]
+        self.clients = PacedClients(self.production.url, rate=CLIENT_RATE, model="simple")
 
-    def _client(self) -> None:
-        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [10.0]}]}).encode()
-        while not self.stop.is_set():
-            request = urllib.request.Request(self.production.url + "/v2/models/simple/infer", data=body, method="POST")
-            request.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(request, timeout=30) as resp:
-                    resp.read()
-                    self.answers += 1
-            except urllib.error.HTTPError as err:
-                self.failed.append(f"{err.code}: {err.read()[:200]!r}")
-            except Exception as err:  # any client-side failure is a failed request
-                self.failed.append(f"{type(err).__name__}: {err}")
-            time.sleep(0.05)
+    @property
+    def answers(self) -> int:
+        return len(self.clients.answers) - len(self.failed)
+
+    @property
+    def failed(self) -> list[tuple[float, str, int | str]]:
+        return self.clients.failed()
 
     def __enter__(self) -> Routes:
         self.production.start()
         self.test.start()
-        for thread in self.threads:
-            thread.start()
+        self.clients.__enter__()
         time.sleep(1)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(40)
+        self.clients.__exit__()
         self.production.stop()
         self.test.stop()
 

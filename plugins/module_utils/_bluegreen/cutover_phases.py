@@ -57,11 +57,19 @@ class CutoverPhases(CutoverState):
             if sum(placement.place(need, count, instances).values()) < count:
                 headroom = self._scaling_headroom()
         verdict = placement.verdict(need, count, instances, headroom, self.p["cluster"])
+        spare = placement.new_instances(need, verdict.on_new, headroom) if verdict.ok else 0
+        self._capacity_verdict(entry, verdict, "blue_green", 0, 0, spare)
+
+    def _capacity_verdict(
+        self, entry: dict[str, Any], verdict: placement.Verdict, mode: str, batch_size: int, batches: int, spare: int
+    ) -> None:
+        """Record the capacity check (the result's capacity_plan), end its phase, and refuse before any write when
+        the verdict says the tasks cannot be placed."""
         self.capacity_plan = {
-            "mode": "blue_green",
-            "batch_size": 0,
-            "batches": 0,
-            "spare_instances_needed": placement.new_instances(need, verdict.on_new, headroom) if verdict.ok else 0,
+            "mode": mode,
+            "batch_size": batch_size,
+            "batches": batches,
+            "spare_instances_needed": spare,
             "on_registered": verdict.on_registered,
             "on_new": verdict.on_new,
             "why": verdict.why,
@@ -106,18 +114,7 @@ class CutoverPhases(CutoverState):
         verdict = placement.batch_verdict(need, count, self.batch_size, full, instances, headroom or [], self.p["cluster"])
         batches = paced.schedule(full, self.batch_size, growing, old.desired)
         self.capacity_checked = (plan.new, plan.old)
-        self.capacity_plan = {
-            "mode": "capacity_paced",
-            "batch_size": self.batch_size,
-            "batches": len(batches),
-            "spare_instances_needed": verdict.spare_instances,
-            "on_registered": verdict.on_registered,
-            "on_new": verdict.on_new,
-            "why": verdict.why,
-        }
-        self._end(entry, "ok" if verdict.ok else "failed", verdict.why)
-        if not verdict.ok:
-            raise bg.PlanError(verdict.why)
+        self._capacity_verdict(entry, verdict, "capacity_paced", self.batch_size, len(batches), verdict.spare_instances)
 
     def _scaling_headroom(self) -> list[placement.Headroom]:
         """What each managed-scaling capacity provider's Auto Scaling group can still add."""

@@ -364,35 +364,40 @@ def growing_count(state: ColorState, task_definition: str) -> int:
 
 def batch_writes(plan: Plan, colors: dict[str, ColorState], task_definition: str, full_count: int, batch_size: int) -> list[str]:
     """Each batch's writes, in order, from the desired counts AWS shows."""
-    new, old = colors[plan.new], colors[plan.old]
-    writes: list[str] = []
-    growing, shrinking, td = growing_count(new, task_definition), old.desired, new.task_definition
-    for batch in paced.schedule(full_count, batch_size, growing, shrinking):
-        prefix = f"batch {batch.index}/{batch.total}: "
-        if td != task_definition:
-            writes.append(f"{prefix}update service {new.service}: task definition {task_definition}, {batch.grow_to} tasks")
-            td = task_definition
-        elif batch.grow_to != growing:
-            writes.append(f"{prefix}update service {new.service}: {batch.grow_to} tasks")
-        writes.append(f"{prefix}set production weights {plan.new}={batch.weight} {plan.old}={100 - batch.weight}")
-        if batch.shrink_to != shrinking:
-            writes.append(f"{prefix}update service {old.service}: {batch.shrink_to} tasks")
-        growing, shrinking = batch.grow_to, batch.shrink_to
-    return writes
+    new = colors[plan.new]
+    new_definition = "" if new.task_definition == task_definition else task_definition
+    return _walk_writes("batch", plan.new, plan.old, colors, growing_count(new, task_definition), full_count, batch_size, new_definition)
 
 
 def rollback_batch_writes(plan: Plan, colors: dict[str, ColorState], full_count: int, batch_size: int) -> list[str]:
     """A capacity-paced rollback's writes: the old colour grows back batch by batch as the new one shrinks."""
-    new, old = colors[plan.new], colors[plan.old]
+    return _walk_writes("rollback batch", plan.old, plan.new, colors, colors[plan.old].desired, full_count, batch_size, "")
+
+
+def _walk_writes(
+    label: str,
+    grows: str,
+    shrinks: str,
+    colors: dict[str, ColorState],
+    growing: int,
+    full_count: int,
+    batch_size: int,
+    new_definition: str,
+) -> list[str]:
+    """The writes of the paced walk in which `grows` takes over from `shrinks`; `new_definition` is the task
+    definition the growing colour's first update sets ("" when it runs it already)."""
     writes: list[str] = []
-    growing, shrinking = old.desired, new.desired
+    shrinking = colors[shrinks].desired
     for batch in paced.schedule(full_count, batch_size, growing, shrinking):
-        prefix = f"rollback batch {batch.index}/{batch.total}: "
-        if batch.grow_to != growing:
-            writes.append(f"{prefix}update service {old.service}: {batch.grow_to} tasks")
-        writes.append(f"{prefix}set production weights {plan.old}={batch.weight} {plan.new}={100 - batch.weight}")
+        prefix = f"{label} {batch.index}/{batch.total}: "
+        if new_definition:
+            writes.append(f"{prefix}update service {colors[grows].service}: task definition {new_definition}, {batch.grow_to} tasks")
+            new_definition = ""
+        elif batch.grow_to != growing:
+            writes.append(f"{prefix}update service {colors[grows].service}: {batch.grow_to} tasks")
+        writes.append(f"{prefix}set production weights {grows}={batch.weight} {shrinks}={100 - batch.weight}")
         if batch.shrink_to != shrinking:
-            writes.append(f"{prefix}update service {new.service}: {batch.shrink_to} tasks")
+            writes.append(f"{prefix}update service {colors[shrinks].service}: {batch.shrink_to} tasks")
         growing, shrinking = batch.grow_to, batch.shrink_to
     return writes
 
