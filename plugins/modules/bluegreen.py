@@ -603,11 +603,12 @@ wall_s:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_phases import RollbackStalled  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import GuardedClock, WriteRefused, cutover_guard  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors, input_warnings  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PHASES, TARGET_GROUPS_OPTION  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PHASES  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner  # noqa: E402
 
 

@@ -224,30 +224,11 @@ skipped_reason:
   type: str
 """
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError, module_errors  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions, scaling_policies  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg  # noqa: E402
-
-
-def live_color(elbv2, params) -> str:
-    """The colour with the larger production weight, from the listener (or rule) the cutover moves."""
-    actions = elb.production_actions(elbv2, params.get("listener_arn"), params.get("listener_rule_arn"))
-    if actions is None:
-        field = "listener_rule_arn" if params.get("listener_rule_arn") else "listener_arn"
-        raise InputError(f"{field} {params[field]} does not exist: create the listeners first (role fleet_load_balancing)")
-    return bg.live_color(listener_actions.read_percent_weights(actions, params["target_groups"]))
-
-
-def live_service(ecs, params, color: str) -> dict:
-    name = f"{params['name']}-{color}"
-    found = [s for s in ecs_svc.describe_services(ecs, params["cluster"], [name]) if s.get("status") == "ACTIVE"]
-    if not found:
-        raise InputError(f"service {name} does not exist in cluster {params['cluster']}: create it first (role fleet_services)")
-    return found[0]
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import scaling_policies  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import TARGET_GROUPS_OPTION  # noqa: E402
 
 
 def main() -> None:
@@ -255,7 +236,7 @@ def main() -> None:
     argument_spec = dict(
         cluster=dict(type="str", required=True),
         name=dict(type="str", required=True),
-        target_groups=bg.TARGET_GROUPS_OPTION,
+        target_groups=TARGET_GROUPS_OPTION,
         listener_arn=dict(type="str"),
         listener_rule_arn=dict(type="str"),
         min_capacity=dict(type="int", required=True),
@@ -308,30 +289,9 @@ def main() -> None:
     errors = scaling_policies.validate(module.params, module.params["metrics"]["published"])
     if errors:
         module.fail_json(msg="; ".join(errors), errors=errors)
-    elbv2 = client(module, "elbv2")
-    aas = client(module, "application-autoscaling")
-    cloudwatch = client(module, "cloudwatch")
-    ecs = client(module, "ecs")
+    clients = [client(module, service) for service in ("ecs", "elbv2", "application-autoscaling", "cloudwatch")]
     with module_errors(module, f"autoscaling of {module.params['name']}: AWS call failed"):
-        live = live_color(elbv2, module.params)
-        service = live_service(ecs, module.params, live)
-        if int(service.get("desiredCount", 0)) == 0:
-            # nothing serves yet (the first cutover is still to come): a target now would scale an ungated revision up
-            module.exit_json(
-                changed=False,
-                actions=[],
-                live_color=live,
-                resource_id="",
-                policies=[],
-                alarm_names=[],
-                skipped_reason=(
-                    f"{module.params['name']}-{live} runs no tasks yet: the scalable target is registered once a cutover has made a colour live"
-                ),
-            )
-        capacity_errors = scaling.live_capacity_errors(module.params, service)
-        if capacity_errors:  # before any write: a lower max would cut production's tasks at once
-            module.fail_json(msg="; ".join(capacity_errors), errors=capacity_errors)
-        result = scaling.ensure(aas, cloudwatch, module.params, live, module.params["metrics"]["published"], module.check_mode)
+        result = scaling.ensure_live(*clients, module.params, module.check_mode)
     module.exit_json(**result)
 
 

@@ -222,7 +222,7 @@ tags:
 """
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import TARGET_GROUPS_OPTION  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.services import ensure  # noqa: E402
 
 

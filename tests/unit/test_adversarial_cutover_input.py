@@ -12,10 +12,12 @@ import copy
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import rollback as rb
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.application import Application, Route
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import StateChanged
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import RANGES, all_input_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PlanError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
 from tests.unit.test_bluegreen_runner import TD2, FakeAws, FakeClock
 from tests.unit.test_bluegreen_runner import params as runner_params
@@ -138,8 +140,8 @@ def state(service, desired, td="triton:1", healthy=None):
 
 
 def app(weights, blue, green, record=None):
-    a = rb.Application("inference", "triton", production_arn="arn:listener")
-    a.weights, a.record = weights, record or {}
+    a = Application("inference", "triton", Route({"blue": "arn:tg/blue", "green": "arn:tg/green"}, "arn:listener"))
+    a.http.weights, a.record = weights, record or {}
     a.colors = {"blue": state("triton-blue", *blue), "green": state("triton-green", *green)}
     return a
 
@@ -164,7 +166,7 @@ def test_adversarial_emergency_rollback_decision(case, expected):
     """Stand-in: AWS-shaped colour states. Traffic only ever moves to a colour that runs with every target
     healthy; otherwise nothing is written and the error says what to do."""
     if isinstance(expected, str):
-        with pytest.raises(bg.PlanError, match=expected):
+        with pytest.raises(PlanError, match=expected):
             rb.decide(case, scale_down_new=True)
         return
     plan = rb.decide(case, scale_down_new=True)
@@ -206,7 +208,7 @@ def test_adversarial_runner_stops_when_aws_changed_under_it(change, at_s):
         before_writes = copy.deepcopy(aws.calls)
 
     clock.hooks.append((clock.now + at_s + 0.001, remember))
-    with pytest.raises(bg.StateChanged):
+    with pytest.raises(StateChanged):
         runner.run()
     assert aws.calls == before_writes  # nothing written after the change
     if aws.weights["blue"] > 0:

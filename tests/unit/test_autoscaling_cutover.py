@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as sc
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PlanError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
 from tests.unit.one_page_listings import OnePageListings
 from tests.unit.test_autoscaling import PUBLISHED, FakeScaling
@@ -93,6 +93,6 @@ def test_a_run_refused_before_writing_leaves_another_runs_scale_in_hold_alone():
     aws, scaling = setup()
     scaling.targets[BLUE]["SuspendedState"] = {"DynamicScalingInSuspended": True}  # another cutover holds it
     aws.gpus_free, aws.managed_scaling = 0, False  # the capacity phase refuses this one before any write
-    with pytest.raises(bg.PlanError, match="cannot place the standby"):
+    with pytest.raises(PlanError, match="cannot place the standby"):
         run(aws, scaling)
     assert scaling.targets[BLUE]["SuspendedState"]["DynamicScalingInSuspended"] and aws.calls == []

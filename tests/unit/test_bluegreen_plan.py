@@ -7,7 +7,9 @@ import itertools
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import other
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PHASES, PlanError, decide, planned_writes, truncate
 
 NEW = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"
 OLD = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"
@@ -51,13 +53,13 @@ def test_present_plans_are_consistent_for_every_state(scale_down_old):
     """Over every combination: the plan never sends traffic to a colour that does not run the new task definition,
     runs phases in order, ends with the new colour at 100%, and is a no-op only when that is already so."""
     for weights, cs in all_states():
-        plan = bg.decide("present", NEW, 2, STEPS, weights, cs, scale_down_old)
+        plan = decide("present", NEW, 2, STEPS, weights, cs, scale_down_old)
         context = (weights, {c: (s.task_definition[-1], s.desired) for c, s in cs.items()})
-        assert plan.phases == sorted(plan.phases, key=bg.PHASES.index), context
+        assert plan.phases == sorted(plan.phases, key=PHASES.index), context
         if plan.action == "noop":
             live = plan.live
             assert weights[live] == 100 and cs[live].task_definition == NEW and cs[live].desired == 2, context
-            assert not (scale_down_old and cs[bg.other(live)].desired > 0), context
+            assert not (scale_down_old and cs[other(live)].desired > 0), context
             continue
         assert plan.new != plan.old and {plan.new, plan.old} == {"blue", "green"}, context
         if plan.action == "finish":
@@ -129,19 +131,19 @@ def test_every_state_is_covered():
     ],
 )
 def test_present_examples(weights, cs, action, new, phases, steps):
-    plan = bg.decide("present", NEW, 2, STEPS, weights, cs, True)
+    plan = decide("present", NEW, 2, STEPS, weights, cs, True)
     assert (plan.action, plan.new, plan.phases, plan.steps) == (action, new, phases, steps)
 
 
 def test_split_traffic_with_no_colour_on_the_new_definition_restores_the_larger_share_first():
-    plan = bg.decide("present", NEW, 2, STEPS, {"blue": 90, "green": 10}, colors((OLD, 2), (OLD, 2)), True)
+    plan = decide("present", NEW, 2, STEPS, {"blue": 90, "green": 10}, colors((OLD, 2), (OLD, 2)), True)
     assert (plan.restore_first, plan.old, plan.new, plan.steps) == (True, "blue", "green", STEPS)
-    writes = bg.planned_writes(plan, plan.phases, colors((OLD, 2), (OLD, 2)), NEW, 2, {"blue": 90, "green": 10}, True)
+    writes = planned_writes(plan, plan.phases, colors((OLD, 2), (OLD, 2)), NEW, 2, {"blue": 90, "green": 10}, True)
     assert writes[0] == "set production weights blue=100 green=0"
 
 
 def test_keep_old_colour_is_a_noop_once_live():
-    plan = bg.decide("present", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 2), (NEW, 2)), False)
+    plan = decide("present", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 2), (NEW, 2)), False)
     assert plan.action == "noop"
 
 
@@ -149,43 +151,43 @@ def test_keep_old_colour_is_a_noop_once_live():
 
 
 def test_rollback_during_a_cutover_goes_back_to_the_colour_without_the_new_definition():
-    plan = bg.decide("rolled_back", NEW, 2, STEPS, {"blue": 50, "green": 50}, colors((OLD, 2), (NEW, 2)), True)
+    plan = decide("rolled_back", NEW, 2, STEPS, {"blue": 50, "green": 50}, colors((OLD, 2), (NEW, 2)), True)
     assert (plan.action, plan.old, plan.new) == ("rollback", "blue", "green")
 
 
 def test_rollback_after_the_cutover_needs_the_old_colour_still_up():
-    plan = bg.decide("rolled_back", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 2), (NEW, 2)), True)
+    plan = decide("rolled_back", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 2), (NEW, 2)), True)
     assert (plan.action, plan.old) == ("rollback", "blue")
-    with pytest.raises(bg.PlanError, match="scaled down to 0"):
-        bg.decide("rolled_back", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 0), (NEW, 2)), True)
+    with pytest.raises(PlanError, match="scaled down to 0"):
+        decide("rolled_back", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 0), (NEW, 2)), True)
 
 
 def test_rollback_refuses_an_old_colour_that_is_not_healthy():
-    with pytest.raises(bg.PlanError, match="healthy targets"):
-        bg.decide("rolled_back", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 2, 0), (NEW, 2)), True)
+    with pytest.raises(PlanError, match="healthy targets"):
+        decide("rolled_back", NEW, 2, STEPS, WEIGHTS[1], colors((OLD, 2, 0), (NEW, 2)), True)
 
 
 def test_rollback_is_idempotent():
     after = colors((OLD, 2), (NEW, 0))
-    assert bg.decide("rolled_back", NEW, 2, STEPS, WEIGHTS[0], after, True).action == "noop"
+    assert decide("rolled_back", NEW, 2, STEPS, WEIGHTS[0], after, True).action == "noop"
     # traffic is back but the new colour still runs: only the scale-down remains
-    plan = bg.decide("rolled_back", NEW, 2, STEPS, WEIGHTS[0], colors((OLD, 2), (NEW, 2)), True)
+    plan = decide("rolled_back", NEW, 2, STEPS, WEIGHTS[0], colors((OLD, 2), (NEW, 2)), True)
     assert plan.action == "rollback"
-    assert bg.planned_writes(plan, plan.phases, colors((OLD, 2), (NEW, 2)), NEW, 2, WEIGHTS[0], True) == [
+    assert planned_writes(plan, plan.phases, colors((OLD, 2), (NEW, 2)), NEW, 2, WEIGHTS[0], True) == [
         "update service triton-green: 0 tasks"
     ]
 
 
 def test_rollback_with_split_traffic_and_both_colours_on_the_definition_is_refused():
-    with pytest.raises(bg.PlanError, match="cannot tell"):
-        bg.decide("rolled_back", NEW, 2, STEPS, WEIGHTS[3], colors((NEW, 2), (NEW, 2)), True)
+    with pytest.raises(PlanError, match="cannot tell"):
+        decide("rolled_back", NEW, 2, STEPS, WEIGHTS[3], colors((NEW, 2), (NEW, 2)), True)
 
 
 def test_rolled_back_over_every_state_never_moves_traffic_to_the_new_definition():
     for weights, cs in all_states():
         try:
-            plan = bg.decide("rolled_back", NEW, 2, STEPS, weights, cs, True)
-        except bg.PlanError:
+            plan = decide("rolled_back", NEW, 2, STEPS, weights, cs, True)
+        except PlanError:
             continue
         if plan.action == "rollback":
             assert cs[plan.old].task_definition != NEW or cs[plan.new].task_definition == NEW
@@ -197,23 +199,23 @@ def test_rolled_back_over_every_state_never_moves_traffic_to_the_new_definition(
 
 
 def test_stop_after_truncates_phases():
-    plan = bg.decide("present", NEW, 2, STEPS, WEIGHTS[0], colors((OLD, 2), (OLD, 0)), True)
-    assert bg.truncate(plan, "discover") == []
-    assert bg.truncate(plan, "standby_up") == ["capacity", "standby_up"]
-    assert bg.truncate(plan, None) == plan.phases
+    plan = decide("present", NEW, 2, STEPS, WEIGHTS[0], colors((OLD, 2), (OLD, 0)), True)
+    assert truncate(plan, "discover") == []
+    assert truncate(plan, "standby_up") == ["capacity", "standby_up"]
+    assert truncate(plan, None) == plan.phases
 
 
 def test_planned_writes_of_a_full_cutover():
     cs = colors((OLD, 2), (OLD, 0))
-    plan = bg.decide("present", NEW, 2, STEPS, WEIGHTS[0], cs, True)
-    assert bg.planned_writes(plan, plan.phases, cs, NEW, 2, WEIGHTS[0], True) == [
+    plan = decide("present", NEW, 2, STEPS, WEIGHTS[0], cs, True)
+    assert planned_writes(plan, plan.phases, cs, NEW, 2, WEIGHTS[0], True) == [
         f"update service triton-green: task definition {NEW}, 2 tasks",
         "set production weights green=10 blue=90",
         "set production weights green=50 blue=50",
         "set production weights green=100 blue=0",
         "update service triton-blue: 0 tasks",
     ]
-    assert "update service triton-blue: 0 tasks" not in bg.planned_writes(plan, plan.phases, cs, NEW, 2, WEIGHTS[0], False)
+    assert "update service triton-blue: 0 tasks" not in planned_writes(plan, plan.phases, cs, NEW, 2, WEIGHTS[0], False)
 
 
 # ---------------------------------------------------------------- input
@@ -243,12 +245,12 @@ def params(**kw):
     ],
 )
 def test_bad_input_is_named(override, message):
-    errors = bg.validate_params(params(**override))
+    errors = all_input_errors(params(**override))
     assert any(message in e for e in errors), errors
 
 
 def test_good_input_has_no_errors():
-    assert bg.validate_params(params()) == []
+    assert all_input_errors(params()) == []
 
 
 # ---------------------------------------------------------------- services and health

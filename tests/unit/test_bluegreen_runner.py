@@ -14,9 +14,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import listener_actions
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.cutover_state import Clients
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PlanError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.runner import Runner
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonError
 from tests.unit.one_page_listings import OnePageListings
@@ -267,7 +267,7 @@ def test_check_mode_writes_nothing_and_lists_the_writes():
 def test_capacity_without_gpus_or_managed_scaling_fails_before_writing():
     aws = FakeAws()
     aws.managed_scaling = False
-    with pytest.raises(bg.PlanError, match=r"2 task\(s\) of 1 GPU"):
+    with pytest.raises(PlanError, match=r"2 task\(s\) of 1 GPU"):
         runner(aws).run()
     assert aws.calls == []
     aws.gpus_free = 2
@@ -278,9 +278,9 @@ def test_check_mode_fails_on_capacity_as_the_real_run_does():
     """The dry run predicts the real run: a standby that cannot be placed fails both, with the same message."""
     aws = FakeAws()
     aws.managed_scaling = False
-    with pytest.raises(bg.PlanError) as real:
+    with pytest.raises(PlanError) as real:
         runner(aws).run()
-    with pytest.raises(bg.PlanError) as check:
+    with pytest.raises(PlanError) as check:
         runner(aws, check_mode=True).run()
     assert check.value.errors == real.value.errors and "cannot place the standby colour" in str(check.value)
     assert aws.calls == []
@@ -288,7 +288,7 @@ def test_check_mode_fails_on_capacity_as_the_real_run_does():
 
 def test_missing_task_definition_and_alarm_fail_before_writing():
     aws = FakeAws()
-    with pytest.raises(bg.PlanError) as err:
+    with pytest.raises(PlanError) as err:
         runner(aws, task_definition="triton:9", alarm_names=["nope"]).run()
     assert any("triton:9 does not exist" in e for e in err.value.errors)
     assert any("alarm nope does not exist" in e for e in err.value.errors)

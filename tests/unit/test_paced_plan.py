@@ -8,8 +8,9 @@ import itertools
 import pytest
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates, paced, placement
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.input import all_input_errors, input_warnings
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import Plan, PlanError, planned_writes, truncate
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import decide as decide_plan
 
 NEW = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"
 OLD = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"
@@ -22,8 +23,8 @@ def colors(blue: tuple, green: tuple) -> dict[str, gates.ColorState]:
     }
 
 
-def decide(weights: dict[str, int], blue: tuple, green: tuple, state: str = "present", full: int = 4) -> bg.Plan:
-    return bg.decide(state, NEW, full, [100], weights, colors(blue, green), True, mode="capacity_paced")
+def decide(weights: dict[str, int], blue: tuple, green: tuple, state: str = "present", full: int = 4) -> Plan:
+    return decide_plan(state, NEW, full, [100], weights, colors(blue, green), True, mode="capacity_paced")
 
 
 # ---------------------------------------------------------------- paced.py
@@ -131,7 +132,7 @@ def test_new_tasks_at_weight_0_resume():
 
 
 def test_split_traffic_with_neither_colour_on_the_release_is_refused():
-    with pytest.raises(bg.PlanError, match="half done"):
+    with pytest.raises(PlanError, match="half done"):
         decide({"blue": 50, "green": 50}, (OLD, 2), (OLD, 2))
 
 
@@ -147,15 +148,15 @@ def test_a_paced_rollback_plan_carries_the_mode():
 
 def test_stop_after_capacity_runs_the_read_only_check_only():
     plan = decide({"blue": 100, "green": 0}, (OLD, 4), (OLD, 0))
-    assert bg.truncate(plan, "capacity") == ["capacity"]
-    assert bg.truncate(plan, "batches") == ["capacity", "batches"]
-    assert bg.truncate(plan, "finish") == ["capacity", "batches", "finish"]
+    assert truncate(plan, "capacity") == ["capacity"]
+    assert truncate(plan, "batches") == ["capacity", "batches"]
+    assert truncate(plan, "finish") == ["capacity", "batches", "finish"]
 
 
 def test_planned_writes_list_every_batch():
     plan = decide({"blue": 100, "green": 0}, (OLD, 4), (OLD, 0))
     cs = colors((OLD, 4), (OLD, 0))
-    writes = bg.planned_writes(plan, plan.phases, cs, NEW, 4, {"blue": 100, "green": 0}, True, batch_size=2)
+    writes = planned_writes(plan, plan.phases, cs, NEW, 4, {"blue": 100, "green": 0}, True, batch_size=2)
     assert writes == [
         f"batch 1/2: update service triton-green: task definition {NEW}, 2 tasks",
         "batch 1/2: set production weights green=50 blue=50",
@@ -168,7 +169,7 @@ def test_planned_writes_list_every_batch():
 
 def test_planned_rollback_writes_go_back_batch_by_batch():
     plan = decide({"blue": 50, "green": 50}, (OLD, 2), (NEW, 2), state="rolled_back")
-    writes = bg.planned_writes(plan, ["rollback"], colors((OLD, 2), (NEW, 2)), NEW, 4, {"blue": 50, "green": 50}, True, batch_size=1)
+    writes = planned_writes(plan, ["rollback"], colors((OLD, 2), (NEW, 2)), NEW, 4, {"blue": 50, "green": 50}, True, batch_size=1)
     assert writes[:3] == [
         "rollback batch 3/4: update service triton-blue: 3 tasks",
         "rollback batch 3/4: set production weights blue=75 green=25",

@@ -94,7 +94,7 @@ class Canary:
         if not url:
             return "no test route given: Triton not checked on the canary"
         standby = run.standby_color
-        service = app.services[f"{app.name}-{run.live_color}"]
+        service = app.services[app.service_names[run.live_color]]
         definition = ecs_svc.describe_task_definition(run.aws.ecs, service["taskDefinition"]) or {}
         port = ar.container_port(definition.get("taskDefinition") or {})
         self.point_test_listener(standby)
@@ -110,7 +110,7 @@ class Canary:
             )
         ip = self.wait_task_address()
         run.write()
-        elb.register_ip_target(run.aws.elbv2, app.target_groups[standby], ip, port)
+        elb.register_ip_target(run.aws.elbv2, app.http.target_groups[standby], ip, port)
         self.target = (ip, port)
         run.actions.append(f"register {ip}:{port} in the {standby} target group (the test route)")
         return self.gates(url)
@@ -121,7 +121,7 @@ class Canary:
         if not arn:
             return
         listener = elb.describe_listener(run.aws.elbv2, arn)
-        tg = run.app.target_groups[color]
+        tg = run.app.http.target_groups[color]
         if listener and listener_actions.forwards_only_to(listener["DefaultActions"], tg):
             return
         run.write()
@@ -187,7 +187,7 @@ class Canary:
         if not self.instance_id:
             return
         if self.target:
-            elb.deregister_ip_target(run.aws.elbv2, run.app.target_groups[run.standby_color], *self.target)
+            elb.deregister_ip_target(run.aws.elbv2, run.app.http.target_groups[run.standby_color], *self.target)
             run.actions.append(f"deregister {self.target[0]}:{self.target[1]} from the {run.standby_color} target group")
             self.target = None
         if self.task_arn:

@@ -3,7 +3,7 @@
 """The module's run of an AMI rollout: observe, decide, take the cutover lock, then version, canary, refresh, default.
 
 One change at a time per application: the rollout holds the cutover lock (`_bluegreen/lock.py`) on the application's
-production listener, found as the emergency rollback finds it (`_bluegreen/rollback.discover`), so a cutover and an
+production listener, found as the emergency rollback finds it (`_bluegreen/application.discover`), so a cutover and an
 AMI rollout of one application never run together. Every write first checks that the controller still runs and the
 lock is still held (`CutoverGuard`); every wait is cut into slices that check the same.
 """
@@ -24,11 +24,11 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ec
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import BotoCoreError, ClientError, InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import gates
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.application import discover
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import other
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.rollback import discover
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
 
 
@@ -86,8 +86,8 @@ class Rollout:
         if errors:
             raise InputError(errors)
         self.app = discover(self.aws.ecs, self.aws.elbv2, self.p)
-        self.live_color = bg.live_color(self.app.weights)
-        self.standby_color = bg.other(self.live_color)
+        self.live_color = self.app.live
+        self.standby_color = other(self.live_color)
         standby = self.app.colors[self.standby_color]
         if self.p.get("test_route_url") and (standby.desired or standby.healthy):
             raise InputError(
@@ -105,7 +105,7 @@ class Rollout:
         base = self.fleet.version(plan.base_version) or {}
         kind = (base.get("LaunchTemplateData") or {}).get("InstanceType", "")
         self.gpus = ar.expected_gpus((ec2_svc.describe_instance_types(self.aws.ec2, [kind]) or [None])[0]) if kind else None
-        self.guard.lock = make_lock(self.app.production_arn)
+        self.guard.lock = make_lock(self.app.http.arn)
         self.guard.check_free()
         return plan
 
@@ -261,7 +261,7 @@ class Rollout:
             "drained_instances": dict(refresh.drained) if refresh else {},
             "revert": revert or {},
             "revert_seconds": (revert or {}).get("seconds", 0.0),
-            "production_arn": self.app.production_arn,
+            "production_arn": self.app.http.arn,
             "wall_s": round(self.clock.monotonic() - started, 3),
             "diff": {"before": before, "after": after},
         }

@@ -20,8 +20,9 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import application_autoscaling as _aas
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as _cw
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import plan as bg
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import scaling_policies
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import application, scaling_policies
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import other, service_names
 
 # ---------------------------------------------------------------- suspended state
 
@@ -212,15 +213,41 @@ class CutoverScaling:
 # ---------------------------------------------------------------- the bluegreen_autoscaling module's run
 
 
+def ensure_live(ecs: Any, elbv2: Any, aas: Any, cloudwatch: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    """The bluegreen_autoscaling module's run: the colour AWS shows live (`application.py`) gets the scalable target
+    and policies. Nothing is done while it runs no tasks (the first cutover is still to come: a target now would scale
+    an ungated revision up), and a maximum below what production runs is refused before any write."""
+    app = application.observe(ecs, elbv2, application.from_options(params))
+    live = app.live
+    name = app.service_names[live]
+    service = app.services.get(name)
+    if service is None or service.get("status") != "ACTIVE":
+        raise InputError(f"service {name} does not exist in cluster {params['cluster']}: create it first (role fleet_services)")
+    if int(service.get("desiredCount", 0)) == 0:
+        return {
+            "changed": False,
+            "actions": [],
+            "live_color": live,
+            "resource_id": "",
+            "policies": [],
+            "alarm_names": [],
+            "skipped_reason": f"{name} runs no tasks yet: the scalable target is registered once a cutover has made a colour live",
+        }
+    errors = live_capacity_errors(params, service)
+    if errors:
+        raise InputError(errors)
+    return ensure(aas, cloudwatch, params, live, params["metrics"]["published"], check_mode)
+
+
 def ensure(aas: Any, cloudwatch: Any, params: dict[str, Any], live: str, published: list[str], check_mode: bool) -> dict[str, Any]:
     """The scalable target and policies on the live colour's service (and the step alarms), converged.
 
     The target's min and max are converged; its suspended state is left alone (a cutover may hold scale-in).
     Input is validated by the caller before this runs.
     """
-    services = {c: f"{params['name']}-{c}" for c in bg.COLORS}
+    services = service_names(params["name"])
     rid = _aas.resource_id(params["cluster"], services[live])
-    standby_rid = _aas.resource_id(params["cluster"], services[bg.other(live)])
+    standby_rid = _aas.resource_id(params["cluster"], services[other(live)])
     scaling = {**params, "cluster_name": params["cluster"].rsplit("/", 1)[-1]}
     targets = _aas.describe_targets(aas, [rid, standby_rid])
     target = targets.get(rid)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS
 
 _HOST_PORT = re.compile(r"^[A-Za-z0-9.\-]+:\d{1,5}$")
 MISSING_CLIENT = (

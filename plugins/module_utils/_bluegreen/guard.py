@@ -14,13 +14,16 @@ from typing import Any
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, LockLost, new_owner, parse_record
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import StateChanged
 
 __all__ = ["ControllerGone", "CutoverGuard", "GuardedClock", "LockLost", "StateChanged", "WriteRefused"]
 
 
 class ControllerGone(Exception):
     """The Ansible controller that started this module has exited."""
+
+
+class StateChanged(Exception):
+    """AWS no longer shows what this run last saw or wrote: another run or a person changed it."""
 
 
 WriteRefused = (ControllerGone, LockLost, StateChanged)

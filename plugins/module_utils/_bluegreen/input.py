@@ -1,9 +1,10 @@
 # Copyright: contributors to inferops.triton_ecs
 # Apache License 2.0 (see galaxy.yml)
-"""The bluegreen module's input checks that Ansible's argument spec cannot make: a range (minimum and maximum) for
-every interval, timeout, count and weight, and the shape of the free-form options (URLs, smoke inference, metrics
-URLs). A value that would only fail after traffic has moved - a string where a list of URLs is expected, a zero poll
-interval - is refused here, before the first write.
+"""Every check of the bluegreen module's input that Ansible's argument spec cannot make, each rule written once: the
+traffic steps, a range (minimum and maximum) for every interval, timeout, count and weight, the rules between
+options (mode and old_color, the two colours' target groups), and the shape of the free-form options (URLs, smoke
+inference, metrics URLs, canary, hooks, gRPC route). A value that would only fail after traffic has moved - a string
+where a list of URLs is expected, a zero poll interval - is refused here, before the first write.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import re
 from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import canary, grpc_route, hooks
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, target_group_arn_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import OWNER
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, validate_params
 
 DAY_S = 86400
 # option -> (minimum, maximum); dotted names are suboptions. The maxima are what a cutover sensibly waits.
@@ -33,6 +34,8 @@ RANGES: dict[str, tuple[int, int]] = {
     "timeouts.standby_up_s": (1, DAY_S),
     "timeouts.poll_interval_s": (1, 300),
 }
+# What else a user can do about an option out of range.
+RANGE_HINTS = {"batch_size": "; or leave batch_size out for what one spare instance holds"}
 MAX_TRAFFIC_STEPS = 20
 MAX_ALARMS = 100  # CloudWatch DescribeAlarms takes at most 100 names
 TENSOR_TYPES = frozenset(
@@ -48,6 +51,44 @@ def _lookup(params: dict[str, Any], dotted: str) -> Any:
     return value
 
 
+def step_errors(steps: list[int]) -> list[str]:
+    """traffic_steps: the new colour's weight at each step, increasing, ending at 100."""
+    if not steps:
+        return ["traffic_steps is empty: give the new colour's weight at each step, ending at 100, e.g. [10, 50, 100]"]
+    errors = []
+    if len(steps) > MAX_TRAFFIC_STEPS:
+        errors.append(f"traffic_steps has {len(steps)} steps: at most {MAX_TRAFFIC_STEPS}, e.g. [10, 50, 100]")
+    if any(not 1 <= s <= 100 for s in steps):
+        errors.append(f"traffic_steps {steps}: every step is a weight in percent between 1 and 100")
+    if any(steps[i + 1] <= steps[i] for i in range(len(steps) - 1)):
+        errors.append(f"traffic_steps {steps}: steps must increase strictly, e.g. [10, 50, 100]")
+    if steps[-1] != 100:
+        errors.append(f"traffic_steps {steps}: the last step must be 100 (the new colour takes all traffic), e.g. {[*steps, 100]}")
+    return errors
+
+
+def combination_errors(params: dict[str, Any]) -> list[str]:
+    """Options that are each valid but do not go together, or a colour key that is not one."""
+    errors = []
+    if params.get("state", "present") == "present" and params.get("desired_count") is None:
+        errors.append("desired_count is missing: give the new colour's task count (state present)")
+    if params.get("mode") == "capacity_paced" and params.get("old_color") == "keep":
+        errors.append(
+            "old_color is keep with mode capacity_paced: the old colour shrinks batch by batch, so it cannot be kept at "
+            "full size; set old_color scale_down, or mode blue_green to keep it for an instant rollback"
+        )
+    errors += target_group_arn_errors(params.get("target_groups") or {})
+    for option, keyed in (
+        ("test_route_urls", params.get("test_route_urls")),
+        ("drain.metrics_urls", (params.get("drain") or {}).get("metrics_urls")),
+    ):
+        errors += [f"{option} has key {color!r}: the keys are blue and green" for color in keyed or {} if color not in COLORS]
+    smoke = (params.get("gates") or {}).get("smoke")
+    if isinstance(smoke, dict) and not smoke.get("model"):
+        errors.append("gates.smoke needs model: the model to send the smoke inference to")
+    return errors
+
+
 def range_errors(params: dict[str, Any]) -> list[str]:
     errors = []
     for name, (low, high) in RANGES.items():
@@ -59,10 +100,7 @@ def range_errors(params: dict[str, Any]) -> list[str]:
         if isinstance(value, bool) or not isinstance(value, int):
             errors.append(f"{name} is {value!r}: give a whole number between {low} and {high}")
         elif not low <= value <= high:
-            errors.append(f"{name} is {value}: give a value between {low} and {high}")
-    steps = params.get("traffic_steps") or []
-    if len(steps) > MAX_TRAFFIC_STEPS:
-        errors.append(f"traffic_steps has {len(steps)} steps: at most {MAX_TRAFFIC_STEPS}, e.g. [10, 50, 100]")
+            errors.append(f"{name} is {value}: give a value between {low} and {high}{RANGE_HINTS.get(name, '')}")
     alarms = params.get("alarm_names") or []
     if len(alarms) > MAX_ALARMS:
         errors.append(f"alarm_names has {len(alarms)} alarms: at most {MAX_ALARMS}")
@@ -182,16 +220,6 @@ def input_warnings(params: dict[str, Any]) -> list[str]:
     return []
 
 
-def _option(error: str) -> str:
-    return error.split(" ", 1)[0]
-
-
 def all_input_errors(params: dict[str, Any]) -> list[str]:
-    """`validate_params`, the ranges and `input_errors` together; a range already named by `validate_params` once."""
-    shape = input_errors(params)
-    gates = params.get("gates") or {}
-    if not isinstance(gates.get("smoke"), (dict, type(None))):
-        params = dict(params, gates=dict(gates, smoke=None))  # named above; validate_params expects a dict
-    errors = validate_params(params)
-    named = {_option(e) for e in errors}
-    return errors + [e for e in range_errors(params) if _option(e) not in named] + shape
+    """Every problem with the module's input, each once, naming the option, the value and the fix."""
+    return step_errors(params.get("traffic_steps") or []) + combination_errors(params) + range_errors(params) + input_errors(params)

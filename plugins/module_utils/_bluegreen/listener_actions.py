@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, PlanError, other
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, other
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import PlanError
 
 # A forward entry without a Weight gets AWS's default, 1; the only target group of a forward gets all traffic, 100.
 DEFAULT_WEIGHT = 1

@@ -16,6 +16,12 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as _elbv2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import (
+    COLORS,
+    live_color,
+    other,
+    target_group_arn_errors,
+)
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listener_actions import (
     build_forward_action,
     describe_forward,
@@ -23,7 +29,6 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lis
     weights_if_ours,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import LOCK_PREFIX, RECORD_KEY
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, live_color, other, target_group_arn_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TagPlan, as_strings, key_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 

@@ -14,11 +14,9 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import paced
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, is_split, live_color, other
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.gates import ColorState, serving_problems
 
-COLORS = ("blue", "green")
-# The target_groups option of bluegreen, bluegreen_listeners and bluegreen_services (doc fragment target_groups).
-TARGET_GROUPS_OPTION = dict(type="dict", required=True, options={color: dict(type="str", required=True) for color in COLORS})
 # The phases in run order; `stop_after` names one of them but the last. A capacity-paced cutover runs capacity,
 # batches and finish; a blue/green one every phase but batches.
 PHASES = ("discover", "capacity", "standby_up", "gates", "traffic", "drain", "batches", "finish")
@@ -26,82 +24,6 @@ MODES = ("blue_green", "capacity_paced")
 
 
 PlanError = InputError  # bad input or an AWS state the cutover cannot start from; raised before any write
-
-
-def other(color: str) -> str:
-    return "green" if color == "blue" else "blue"
-
-
-def live_color(weights: dict[str, int]) -> str:
-    """The colour with the larger production weight (blue on a tie)."""
-    return "blue" if weights.get("blue", 0) >= weights.get("green", 0) else "green"
-
-
-def target_group_arn_errors(tgs: dict[str, str]) -> list[str]:
-    errors = [
-        f"target_groups.{c} {tgs.get(c)!r}: give the ARN of the {c} target group"
-        for c in COLORS
-        if not (tgs.get(c) or "").startswith("arn:")
-    ]
-    if tgs.get("blue") and tgs.get("blue") == tgs.get("green"):
-        errors.append("target_groups.blue and target_groups.green are the same ARN: each colour needs its own target group")
-    return errors
-
-
-# ---------------------------------------------------------------- input
-
-
-def validate_params(params: dict[str, Any]) -> list[str]:
-    """Every problem with the module's input, each naming the option, the value and the fix."""
-    errors: list[str] = []
-    steps = params.get("traffic_steps") or []
-    if not steps:
-        errors.append("traffic_steps is empty: give the new colour's weight at each step, ending at 100, e.g. [10, 50, 100]")
-    else:
-        if any(not 1 <= s <= 100 for s in steps):
-            errors.append(f"traffic_steps {steps}: every step is a weight in percent between 1 and 100")
-        if any(steps[i + 1] <= steps[i] for i in range(len(steps) - 1)):
-            errors.append(f"traffic_steps {steps}: steps must increase strictly, e.g. [10, 50, 100]")
-        if steps[-1] != 100:
-            errors.append(f"traffic_steps {steps}: the last step must be 100 (the new colour takes all traffic), e.g. {[*steps, 100]}")
-    for name in ("bake_time_s", "termination_wait_s", "watch_interval_s"):
-        if (params.get(name) or 0) < 0:
-            errors.append(f"{name} is {params[name]}: it is a duration in seconds and cannot be negative")
-    if params.get("state", "present") == "present" and (params.get("desired_count") or 0) < 1:
-        errors.append(f"desired_count is {params.get('desired_count')}: the new colour needs at least 1 task")
-    if params.get("mode") == "capacity_paced" and params.get("old_color") == "keep":
-        errors.append(
-            "old_color is keep with mode capacity_paced: the old colour shrinks batch by batch, so it cannot be kept at "
-            "full size; set old_color scale_down, or mode blue_green to keep it for an instant rollback"
-        )
-    batch = params.get("batch_size")
-    if batch is not None and not isinstance(batch, bool) and isinstance(batch, int) and batch < 1:
-        errors.append(
-            f"batch_size is {batch}: a capacity-paced batch is at least 1 task; give 1 or more, or leave batch_size out "
-            "for what one spare instance holds"
-        )
-    tgs = params.get("target_groups") or {}
-    for color in COLORS:
-        if not tgs.get(color):
-            errors.append(f"target_groups.{color} is missing: give the ARN of the {color} service's target group")
-    if tgs.get("blue") and tgs.get("blue") == tgs.get("green"):
-        errors.append("target_groups.blue and target_groups.green are the same ARN: each colour needs its own target group")
-    for group in ("gates", "drain", "timeouts"):
-        for key, value in (params.get(group) or {}).items():
-            if key.endswith("_s") and value is not None and value < 0:
-                errors.append(f"{group}.{key} is {value}: it is a duration in seconds and cannot be negative")
-    urls = params.get("test_route_urls") or {}
-    for color in urls:
-        if color not in COLORS:
-            errors.append(f"test_route_urls has key {color!r}: the keys are blue and green")
-    metrics = (params.get("drain") or {}).get("metrics_urls") or {}
-    for color in metrics:
-        if color not in COLORS:
-            errors.append(f"drain.metrics_urls has key {color!r}: the keys are blue and green")
-    smoke = (params.get("gates") or {}).get("smoke")
-    if smoke and not smoke.get("model"):
-        errors.append("gates.smoke needs model: the model to send the smoke inference to")
-    return errors
 
 
 # ---------------------------------------------------------------- the plan
@@ -146,7 +68,7 @@ def decide(
         plan = _decide_rollback(task_definition, weights, colors)
         plan.mode = mode
         return plan
-    split = all(weights[c] > 0 for c in COLORS)
+    split = is_split(weights)
     if mode == "capacity_paced":
         return _decide_paced(task_definition, desired_count, weights, colors, scale_down_old, split)
     if split:
@@ -267,7 +189,7 @@ def _decide_paced(
 
 def _decide_rollback(task_definition: str, weights: dict[str, int], colors: dict[str, ColorState]) -> Plan:
     running_new = [c for c in COLORS if colors[c].task_definition == task_definition]
-    split = all(weights[c] > 0 for c in COLORS)
+    split = is_split(weights)
     if split:
         if len(running_new) != 1:
             raise PlanError(
@@ -400,30 +322,3 @@ def _walk_writes(
             writes.append(f"{prefix}update service {colors[shrinks].service}: {batch.shrink_to} tasks")
         growing, shrinking = batch.grow_to, batch.shrink_to
     return writes
-
-
-# ---------------------------------------------------------------- before each write
-
-
-class StateChanged(Exception):
-    """AWS no longer shows what this run last saw or wrote: another run or a person changed it."""
-
-
-def changes_since_seen(
-    seen_weights: dict[str, int],
-    weights: dict[str, int],
-    seen_task_definitions: dict[str, str | None],
-    task_definitions: dict[str, str | None],
-) -> list[str]:
-    """What changed in AWS since this run last read or wrote it ([] when nothing did). Desired counts are left out:
-    a scaling policy may change them."""
-    problems = []
-    if weights != seen_weights:
-        problems.append(
-            f"production weights are blue={weights['blue']} green={weights['green']}, this run last saw "
-            f"blue={seen_weights.get('blue')} green={seen_weights.get('green')}"
-        )
-    for color in COLORS:
-        if task_definitions.get(color) != seen_task_definitions.get(color):
-            problems.append(f"the {color} service runs {task_definitions.get(color)}, this run last saw {seen_task_definitions.get(color)}")
-    return problems

@@ -17,7 +17,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as _ecs
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import COLORS, target_group_arn_errors
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, target_group_arn_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TagPlan, as_strings, key_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 

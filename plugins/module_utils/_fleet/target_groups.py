@@ -14,6 +14,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as _elbv2
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.target_group_attributes import (
     as_api_value,
     attribute_errors,
@@ -22,7 +23,6 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.target_
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TagPlan, key_errors
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import plan as plan_tags
 
-COLORS = ("blue", "green")
 COLOR_TAG = "inferops:color"
 # ALB rules: 1-32 alphanumerics and hyphens, not starting or ending with a hyphen.
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?$")

@@ -19,6 +19,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import (
     ManifestError,
     check_model_name,
@@ -33,7 +34,6 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.releas
 SCHEMA = 1
 KINDS = ("deploy", "cutover", "cutover_rollback", "model_release", "model_rollback")
 OUTCOMES = ("succeeded", "failed", "rolled_back")
-COLORS = ("blue", "green")
 # Kinds that move traffic between the colours: they name the colour they concern.
 TRAFFIC_KINDS = ("deploy", "cutover", "cutover_rollback")
 FIELDS = (
