@@ -13,7 +13,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, LockLost, new_owner, parse_record
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, LockLost, new_owner
 
 __all__ = ["ControllerGone", "CutoverGuard", "GuardedClock", "LockLost", "StateChanged", "WriteRefused"]
 
@@ -54,10 +54,6 @@ class CutoverGuard:
         self.before_write()
         if self.lock is not None:
             self.lock.record(from_color, to_color, task_definition, full_count)
-
-    def recorded(self) -> dict[str, str]:
-        """The record of the last cutover (a read; {} without a lock)."""
-        return parse_record(self.lock.tags()) if self.lock is not None else {}
 
     @staticmethod
     def refuses(error: BaseException) -> bool:

@@ -2,9 +2,10 @@
 # Apache License 2.0 (see galaxy.yml)
 """Emergency rollback of a blue/green application: production traffic back to the colour it came from, in one call.
 
-Everything comes from AWS: the colour services `<name>-blue` and `<name>-green` give the target groups, the
-target groups give the load balancers, and the production listener (or rule) is the one that forwards to the
-colours and carries the record of the last cutover (`inferops:cutover`, written by the bluegreen module). No task
+Everything comes from AWS (`application.discover`): the colour services `<name>-blue` and `<name>-green` give the
+target groups, the target groups give the load balancers, and the production listener (or rule) is the one that
+forwards to the colours and carries the record of the last cutover (`inferops:cutover`, written by the bluegreen
+module). No task
 definition, image, registry or checkout is needed. The rollback takes the cutover lock from any run that holds it
 (a live cutover stops at its next write), waits for that run's last write to land, reads the state again, then
 writes the weights in one ModifyListener / ModifyRule call, and only then scales the colour it left down.
