@@ -741,7 +741,7 @@ def main() -> None:
         module,
         f"blue/green cutover of {module.params['name']}: AWS call failed",
         {(*WriteRefused, RollbackStalled): lambda e: {"msg": str(e)}},
-        details=lambda: {"timeline": runner.timeline, "actions": runner.writes, "batches": runner.batches},
+        details=lambda: {"timeline": runner.timeline.report(), "actions": runner.writes, "batches": runner.batches},
     ):
         result = runner.run()
     reason = result.pop("failed_reason", "")
