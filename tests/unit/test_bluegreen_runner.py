@@ -253,7 +253,7 @@ def test_standby_that_never_serves_times_out_and_rolls_back():
 
     aws.update_service = no_tasks
     result = runner(aws, clock, timeouts={"standby_up_s": 30, "poll_interval_s": 5}).run()
-    assert "not serving after 30 s" in result["failed_reason"]
+    assert "standby: green not serving 2 tasks after 30 s" in result["failed_reason"]
     assert aws.weights == {"blue": 100, "green": 0} and aws.services["triton-green"]["desiredCount"] == 0
 
 

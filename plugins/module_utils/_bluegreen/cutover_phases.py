@@ -82,22 +82,15 @@ class CutoverPhases:
         desired = self.state.desired_count()
         self.state.point_test_listeners(plan.new)
         self.state.scale(plan.new, desired, self.state.td_arn)
-        timeout = self.p["timeouts"]["standby_up_s"]
-        deadline = self.clock.monotonic() + timeout
-        while True:
-            self.state.refresh_colors()
-            problems = gates.serving_problems(self.state.colors[plan.new], self.state.td_arn, desired)
-            if not problems:
-                self.timeline.end(
-                    entry, "ok", f"{self.state.colors[plan.new].service}: {self.state.colors[plan.new].healthy} healthy targets"
-                )
-                if not self.state.weights.get(plan.new):  # before any production traffic (a resumed cutover is past it)
-                    self.run_hooks("standby_healthy", plan)
-                return
-            if self.clock.monotonic() >= deadline:
-                self.timeline.end(entry, "failed", "; ".join(problems))
-                raise CutoverFailed(f"standby {plan.new} not serving after {timeout} s: " + "; ".join(problems))
-            self.clock.sleep(min(self.p["timeouts"]["poll_interval_s"], max(deadline - self.clock.monotonic(), 0)))
+        try:
+            self.await_serving(plan.new, self.state.td_arn, desired, "standby")
+        except CutoverFailed as e:
+            self.timeline.end(entry, "failed", str(e))
+            raise
+        standby = self.state.colors[plan.new]
+        self.timeline.end(entry, "ok", f"{standby.service}: {standby.healthy} healthy targets")
+        if not self.state.weights.get(plan.new):  # before any production traffic (a resumed cutover is past it)
+            self.run_hooks("standby_healthy", plan)
 
     def gate_problems(self, color: str) -> list[str]:
         problems: list[str] = []
@@ -144,7 +137,8 @@ class CutoverPhases:
             self.clock.sleep(min(self.p["gates"]["interval_s"], max(deadline - self.clock.monotonic(), 0)))
 
     def await_serving(self, color: str, task_definition: str | None, count: int, what: str) -> None:
-        """Wait until `color` runs `count` tasks (of `task_definition`), every target healthy, or raise CutoverFailed."""
+        """Wait until `color` runs `count` tasks (of `task_definition`), every target healthy, or raise CutoverFailed
+        at timeouts.standby_up_s."""
         timeout = self.p["timeouts"]["standby_up_s"]
         deadline = self.clock.monotonic() + timeout
         while True:

@@ -124,9 +124,9 @@ class CutoverState:
         self.guard = guard
         self.app = application.from_options(params)
         self.writes: list[str] = []
-        self.described: dict[str, dict[str, Any]] = {}  # the services as validate_aws read them
-        self.target_group_descriptions: dict[str, dict[str, Any] | None] = {}  # as validate_aws read them (load balancers)
-        self.alarms: list[dict[str, Any]] = []  # alarm_names as validate_aws read them
+        self.described: dict[str, dict[str, Any]] = {}  # the services as aws_problems read them
+        self.target_group_descriptions: dict[str, dict[str, Any] | None] = {}  # as aws_problems read them (load balancers)
+        self.alarms: list[dict[str, Any]] = []  # alarm_names as aws_problems read them
         self.task_definition: dict[str, Any] = {}
         self.td_arn = ""
 

@@ -199,7 +199,7 @@ class Runner:
         Traffic already split is left to the gates, which roll back."""
         if plan.action not in ("cutover", "finish") or is_split(self.state.weights) or not self.p.get("alarm_names"):
             return
-        problems = gates.alarm_problems(self.state.alarms, self.p["alarm_names"])  # read by validate_aws in this discover
+        problems = gates.alarm_problems(self.state.alarms, self.p["alarm_names"])  # read by _validate_aws in this discover
         if problems:
             what = "the cutover" if plan.action == "cutover" else f"scaling down {plan.old} (the instant rollback)"
             raise PlanError([f"{p}: {what} does not start while it is; nothing was written" for p in problems])
