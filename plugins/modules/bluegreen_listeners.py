@@ -160,7 +160,7 @@ tags:
 """
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import TARGET_GROUPS_OPTION  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listeners import ensure  # noqa: E402
 
 
@@ -175,7 +175,7 @@ def main() -> None:
     argument_spec = dict(
         load_balancer_arn=dict(type="str", required=True),
         target_groups=TARGET_GROUPS_OPTION,
-        initial_live_color=dict(type="str", choices=["blue", "green"], default="blue"),
+        initial_live_color=dict(type="str", choices=list(COLORS), default="blue"),
         production=dict(type="dict", required=True, options=dict(listener, rule=dict(type="dict", options=rule))),
         test=dict(type="dict", options=dict(listener)),
         tags=dict(type="dict", aliases=["resource_tags"]),

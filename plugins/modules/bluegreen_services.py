@@ -222,7 +222,7 @@ tags:
 """
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import TARGET_GROUPS_OPTION  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.services import ensure  # noqa: E402
 
 
@@ -232,7 +232,7 @@ def main() -> None:
         name=dict(type="str", required=True),
         task_definition=dict(type="str"),
         missing=dict(type="str", choices=["create", "report"], default="create"),
-        initial_live_color=dict(type="str", choices=["blue", "green"], default="blue"),
+        initial_live_color=dict(type="str", choices=list(COLORS), default="blue"),
         desired_count=dict(type="int", default=1),
         target_groups=TARGET_GROUPS_OPTION,
         container_name=dict(type="str", default="triton"),

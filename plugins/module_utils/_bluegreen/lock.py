@@ -31,6 +31,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import elbv2 as elb
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS
 
 LOCK_PREFIX = "inferops:cutover-lock:"
 RECORD_KEY = "inferops:cutover"
@@ -119,7 +120,7 @@ def record_value(from_color: str, to_color: str, task_definition: str, full_coun
 def parse_record(tags: dict[str, str]) -> dict[str, str]:
     """{from, to, task_definition, and count for a capacity-paced one} of the last cutover recorded in the tags ({} when none)."""
     fields = dict(part.split("=", 1) for part in (tags.get(RECORD_KEY) or "").split(" ") if "=" in part)
-    if fields.get("from") not in ("blue", "green") or fields.get("to") not in ("blue", "green") or fields["from"] == fields["to"]:
+    if fields.get("from") not in COLORS or fields.get("to") not in COLORS or fields["from"] == fields["to"]:
         return {}
     return fields
 
