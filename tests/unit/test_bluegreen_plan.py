@@ -15,6 +15,7 @@ NEW = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:2"
 OLD = "arn:aws:ecs:us-east-1:123456789012:task-definition/triton:1"
 TGS = {"blue": "arn:tg/blue", "green": "arn:tg/green"}
 STEPS = [10, 50, 100]
+ALL_PHASES = ["capacity", "standby_up", "gates", "traffic", "drain", "finish"]  # a cutover from its start
 
 
 def color(name: str, td: str | None, desired: int, healthy: int | None = None, **kw) -> gates.ColorState:
@@ -85,32 +86,11 @@ def test_every_state_is_covered():
     ("weights", "cs", "action", "new", "phases", "steps"),
     [
         # blue live with OLD, green idle: full cutover to green
-        (
-            WEIGHTS[0],
-            colors((OLD, 2), (OLD, 0)),
-            "cutover",
-            "green",
-            ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
-            STEPS,
-        ),
+        (WEIGHTS[0], colors((OLD, 2), (OLD, 0)), "cutover", "green", ALL_PHASES, STEPS),
         # green live with OLD: full cutover back to blue
-        (
-            WEIGHTS[1],
-            colors((OLD, 0), (OLD, 2)),
-            "cutover",
-            "blue",
-            ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
-            STEPS,
-        ),
+        (WEIGHTS[1], colors((OLD, 0), (OLD, 2)), "cutover", "blue", ALL_PHASES, STEPS),
         # interrupted after standby_up: green already runs NEW at 0%, the plan starts again from capacity (no-ops)
-        (
-            WEIGHTS[0],
-            colors((OLD, 2), (NEW, 2)),
-            "cutover",
-            "green",
-            ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
-            STEPS,
-        ),
+        (WEIGHTS[0], colors((OLD, 2), (NEW, 2)), "cutover", "green", ALL_PHASES, STEPS),
         # interrupted at 10%: continue from 50
         (WEIGHTS[2], colors((OLD, 2), (NEW, 2)), "cutover", "green", ["standby_up", "gates", "traffic", "drain", "finish"], [50, 100]),
         # interrupted at 50%
@@ -120,14 +100,7 @@ def test_every_state_is_covered():
         # done
         (WEIGHTS[1], colors((OLD, 0), (NEW, 2)), "noop", None, [], []),
         # live runs NEW but at another size: a cutover to the other colour with the new size
-        (
-            WEIGHTS[1],
-            colors((OLD, 0), (NEW, 3)),
-            "cutover",
-            "blue",
-            ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
-            STEPS,
-        ),
+        (WEIGHTS[1], colors((OLD, 0), (NEW, 3)), "cutover", "blue", ALL_PHASES, STEPS),
     ],
 )
 def test_present_examples(weights, cs, action, new, phases, steps):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import cloudwatch as cw
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import ecs as ecs_svc
@@ -39,37 +40,27 @@ class RollbackStalled(Exception):
     with traffic where it is, and a re-run goes on from what AWS shows."""
 
 
+@dataclass
 class CutoverPhases:
-    """Each phase of a cutover; a failed gate or timeout raises CutoverFailed. `params` are the bluegreen module's
-    options (the phases read the gates, drain, timeouts, bake and watch settings)."""
+    """Each phase of a cutover; a failed gate or timeout raises CutoverFailed. `p` are the bluegreen module's options
+    (the phases read the gates, drain, timeouts, bake and watch settings); `batches`, `rollback` and `drain_watched`
+    are what the phases did, for the result."""
 
-    DRAIN_POLL_S = 0.5  # how often the old colour's metrics are sampled during the drain
-    DRAIN_SAMPLERS = 32  # endpoints sampled at once
+    DRAIN_POLL_S: ClassVar[float] = 0.5  # how often the old colour's metrics are sampled during the drain
+    DRAIN_SAMPLERS: ClassVar[int] = 32  # endpoints sampled at once
 
-    def __init__(
-        self,
-        params: dict[str, Any],
-        state: CutoverState,
-        capacity: CapacityCheck,
-        timeline: Timeline,
-        clock: Clock,
-        triton: Callable[[str, float], Any],
-        hook_runner: HookRunner,
-        scaling: CutoverScaling | None = None,
-        canary_watch: CanaryWatch | None = None,
-    ) -> None:
-        self.p = params
-        self.state = state
-        self.capacity = capacity
-        self.timeline = timeline
-        self.clock = clock
-        self.triton = triton
-        self.hook_runner = hook_runner
-        self.scaling = scaling
-        self.canary_watch = canary_watch
-        self.batches: list[dict[str, Any]] = []  # one entry per batch run
-        self.rollback: dict[str, Any] | None = None
-        self.drain_watched: endpoints.DrainWatch | None = None  # what the drain watched (in check mode: would watch)
+    p: dict[str, Any]
+    state: CutoverState
+    capacity: CapacityCheck
+    timeline: Timeline
+    clock: Clock
+    triton: Callable[[str, float], Any]
+    hook_runner: HookRunner
+    scaling: CutoverScaling | None = None
+    canary_watch: CanaryWatch | None = None
+    batches: list[dict[str, Any]] = field(default_factory=list)  # one entry per batch run
+    rollback: dict[str, Any] | None = None
+    drain_watched: endpoints.DrainWatch | None = None  # what the drain watched (in check mode: would watch)
 
     def phase_capacity(self, plan: Plan) -> None:
         self.capacity.run(self.state, plan)

@@ -98,18 +98,9 @@ def decide(
         )
     live = live_color(weights)
     standby = other(live)
-    if colors[live].task_definition == task_definition and colors[live].desired == desired_count:
-        if scale_down_old and colors[standby].desired > 0:
-            return Plan(
-                "finish",
-                ["drain", "finish"],
-                new=live,
-                old=standby,
-                live=live,
-                reason=f"{live} is live with the requested task definition; {standby} still runs "
-                f"{colors[standby].desired} tasks and is drained, then scaled down",
-            )
-        return Plan("noop", [], live=live, reason=f"{live} is live at 100% with the requested task definition and {desired_count} tasks")
+    served = _served(task_definition, desired_count, colors, live, scale_down_old, mode)
+    if served is not None:
+        return served
     return Plan(
         "cutover",
         ["capacity", "standby_up", "gates", "traffic", "drain", "finish"],
@@ -118,6 +109,31 @@ def decide(
         live=live,
         steps=list(steps),
         reason=f"{live} is live with {colors[live].task_definition} x{colors[live].desired}: {standby} takes {task_definition} x{desired_count}",
+    )
+
+
+def _served(
+    task_definition: str, desired_count: int, colors: dict[str, ColorState], live: str, scale_down_old: bool, mode: str
+) -> Plan | None:
+    """The plan when the live colour (all traffic) already runs the requested task definition at its count: the other
+    colour drained and scaled down (a capacity-paced cutover: its last batch's shrink), else nothing; None otherwise."""
+    standby = other(live)
+    if colors[live].task_definition != task_definition or colors[live].desired != desired_count:
+        return None
+    if scale_down_old and colors[standby].desired > 0:
+        last = " (the last batch's shrink)" if mode == "capacity_paced" else ""
+        return Plan(
+            "finish",
+            ["drain", "finish"],
+            new=live,
+            old=standby,
+            live=live,
+            mode=mode,
+            reason=f"{live} is live with the requested task definition; {standby} still runs {colors[standby].desired} tasks and is "
+            f"drained, then scaled down{last}",
+        )
+    return Plan(
+        "noop", [], live=live, mode=mode, reason=f"{live} is live at 100% with the requested task definition and {desired_count} tasks"
     )
 
 
@@ -151,25 +167,9 @@ def _decide_paced(
         )
     live = live_color(weights)
     standby = other(live)
-    if colors[live].task_definition == task_definition and colors[live].desired == desired_count:
-        if colors[standby].desired > 0:
-            return Plan(
-                "finish",
-                ["drain", "finish"],
-                new=live,
-                old=standby,
-                live=live,
-                mode="capacity_paced",
-                reason=f"{live} is live with the requested task definition; {standby} still runs "
-                f"{colors[standby].desired} tasks and is drained, then scaled down (the last batch's shrink)",
-            )
-        return Plan(
-            "noop",
-            [],
-            live=live,
-            mode="capacity_paced",
-            reason=f"{live} is live at 100% with the requested task definition and {desired_count} tasks",
-        )
+    served = _served(task_definition, desired_count, colors, live, True, "capacity_paced")
+    if served is not None:
+        return served
     started = colors[standby].task_definition == task_definition and colors[standby].desired > 0
     return Plan(
         "cutover",
