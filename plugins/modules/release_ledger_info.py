@@ -43,15 +43,8 @@ options:
   since:
     description: Also list the entries that ended between this ISO-8601 UTC time and O(at).
     type: str
-attributes:
-  check_mode:
-    support: full
-    details:
-      - Reads only.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.info_module
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
