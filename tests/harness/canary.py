@@ -25,6 +25,7 @@ import urllib.request
 import zipfile
 from typing import Any
 
+from .clients import ClientThreads
 from .moto import REGION, MotoServer
 
 MODEL = "m"
@@ -37,7 +38,7 @@ TRITON_COUNTERS = {
 }
 
 
-class PacedClients:
+class PacedClients(ClientThreads):
     """Requests at `rate` per second on the route until stopped; `answers`: (time, target group, status or error)."""
 
     THREADS = 4
@@ -45,9 +46,8 @@ class PacedClients:
     def __init__(self, url: str = "", rate: float = 2.0, grpc_url: str = "", model: str = MODEL) -> None:
         self.url, self.grpc_url, self.rate, self.model = url, grpc_url, rate, model
         self.answers: list[tuple[float, str, int | str]] = []
-        self.stop_event = threading.Event()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.THREADS)]
+        super().__init__([(i,) for i in range(self.THREADS)], join_timeout_s=40)
 
     def _send_http(self) -> tuple[str, int | str]:
         request = urllib.request.Request(f"{self.url}/v2/models/{self.model}/infer", data=json.dumps(BODY).encode(), method="POST")
@@ -96,16 +96,6 @@ class PacedClients:
     def failed(self) -> list[tuple[float, str, int | str]]:
         with self.lock:
             return [a for a in self.answers if a[2] != 200]
-
-    def __enter__(self) -> PacedClients:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_event.set()
-        for thread in self.threads:
-            thread.join(40)
 
 
 def triton_counters(text: str) -> dict[str, float]:
