@@ -11,6 +11,7 @@ Where moto does not behave like AWS, this module stands in for the part AWS woul
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,17 @@ class BlueGreenApp:
         octet = 1 if color == "blue" else 2
         targets = [{"Id": f"10.0.{octet}.{10 + i}", "Port": 8000} for i in range(count)]
         self.elbv2().register_targets(TargetGroupArn=self.target_groups[color], Targets=targets)
+
+    def alarm_once_it_has_traffic(self, color: str, reason: str, timeout_s: float = 120) -> bool:
+        """Sets ALARM to ALARM once `color` has production traffic, as CloudWatch would on its 5xx (a cutover does not
+        start while an alarm is in ALARM, so it is raised during one); False when `color` got none within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.weights()[color] > 0:
+                self.moto.client("cloudwatch").set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason=reason)
+                return True
+            time.sleep(0.05)
+        return False
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a cutover can write: weights, each service's task definition and desired count, the test listener."""
@@ -205,6 +217,13 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
         )
     ecs.update_service(cluster=CLUSTER, service=f"{APP}-blue", desiredCount=live_tasks)
     app.register_targets("blue", live_tasks)
+    put_target_5xx_alarm(cloudwatch)
+    return app
+
+
+def put_target_5xx_alarm(cloudwatch: Any) -> None:
+    """The alarm gate's alarm, ALARM: the targets' 5xx count of the ALB. moto evaluates no alarm; a test sets its
+    state (`BlueGreenApp.alarm_once_it_has_traffic`), as CloudWatch would on 5xx."""
     cloudwatch.put_metric_alarm(
         AlarmName=ALARM,
         Namespace="AWS/ApplicationELB",
@@ -215,7 +234,6 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
         Threshold=1,
         ComparisonOperator="GreaterThanOrEqualToThreshold",
     )
-    return app
 
 
 def main(argv: list[str] | None = None) -> int:
