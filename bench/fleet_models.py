@@ -50,6 +50,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.conver
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
+from tests.harness.figures import report  # noqa: E402
 from tests.harness.fleet import MODEL, SimulatedFleet  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402
 from tests.harness.moto import MotoServer  # noqa: E402
@@ -222,10 +223,8 @@ def main() -> int:
     except (RuntimeError, OSError, subprocess.CalledProcessError, TimeoutError, RolloutError) as err:
         print(f"fleet_models: cannot measure: {err}", file=sys.stderr)
         return 1
-    for name, value in figures.items():
-        print(f"{name}: {value}")
     print(json.dumps(figures), file=sys.stderr)
-    return 0
+    return report(figures)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from tests.harness.alb import AlbRoute
 from tests.harness.ansible import REPO_ROOT, run_playbook
 from tests.harness.bluegreen import ALARM, APP, CLUSTER, CUTOVER_PLAYBOOK, create_app
 from tests.harness.clients import ClientThreads
+from tests.harness.figures import measure_in_tempdir
 from tests.harness.model_agent import SimulatedInstance
 from tests.harness.model_versions import make_version
 from tests.harness.moto import REGION, MotoServer
@@ -219,13 +219,7 @@ def measure(tmp: Path) -> dict[str, float] | None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="release-cutover-") as tmp:
-        figures = measure(Path(tmp))
-    if figures is None:
-        return 1
-    for name, value in figures.items():
-        print(f"{name}: {value}")
-    return 0
+    return measure_in_tempdir(measure, prefix="release-cutover-")
 
 
 if __name__ == "__main__":
