@@ -45,25 +45,16 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\]8;;[^\x1b]*\x1b\\")
 def gpu_health_drill(dcgm: bool = False) -> tuple[float, int]:
     """(seconds from a critical error to DRAINING, transient scenarios that drained) on a moto server of its own:
     an Xid 79 and the kernel-log / nvidia-smi scenarios, or with `dcgm` a failed row remap and DCGM's scenarios."""
-    from tests.fixtures.al2023.gpu_health_drill import DCGM_CRITICAL, DCGM_TRANSIENT_SCENARIOS, TRANSIENT_SCENARIOS, GpuHealthDrill
-    from tests.harness.moto import MotoServer
+    from tests.fixtures.al2023.gpu_health_drill import DCGM_CRITICAL, DCGM_TRANSIENT_SCENARIOS, TRANSIENT_SCENARIOS, drill_on_moto
 
-    with tempfile.TemporaryDirectory(prefix="gpu_health-drill-") as tmp:
-        moto = MotoServer(Path(tmp)).start()
-        drill = GpuHealthDrill(moto, Path(tmp), dcgm=dcgm)
-        try:
-            false_drains = 0
-            for inject in (DCGM_TRANSIENT_SCENARIOS if dcgm else TRANSIENT_SCENARIOS).values():
-                drill.start()
+    with tempfile.TemporaryDirectory(prefix="gpu_health-drill-") as tmp, drill_on_moto(Path(tmp), dcgm=dcgm) as drill:
+        false_drains = 0
+        for inject in (DCGM_TRANSIENT_SCENARIOS if dcgm else TRANSIENT_SCENARIOS).values():
+            with drill.watching():
                 inject(drill)
                 false_drains += not drill.stays_active(settle_s=3 * drill.poll_interval_s + 1)
-                drill.stop()
-            drill.start()
+        with drill.watching():
             detect_s = drill.seconds_until_draining(drill.write_dcgm(*DCGM_CRITICAL) if dcgm else drill.inject_xid(79))
-            drill.stop()
-        finally:
-            drill.close()
-            moto.stop()
     return detect_s, false_drains
 
 
