@@ -25,6 +25,7 @@ import urllib.request
 import zipfile
 from typing import Any
 
+from .bluegreen import BlueGreenApp
 from .clients import ClientThreads
 from .moto import REGION, MotoServer
 
@@ -36,6 +37,26 @@ TRITON_COUNTERS = {
     "nv_inference_queue_duration_us": "queue",
     "nv_inference_compute_infer_duration_us": "compute",
 }
+
+
+def canary_cutover_args(app: BlueGreenApp, task_definition: str, test_url: str, canary: dict[str, Any], **overrides: Any) -> dict:
+    """The bluegreen arguments of a canary cutover with one task per colour, each a real tritonserver serving MODEL:
+    traffic 50 -> 100 with a 5 s bake, the old colour kept, the gates expecting MODEL, the verdict `canary`;
+    `overrides` on top."""
+    args = app.module_args(
+        task_definition,
+        desired_count=1,
+        test_route_url=test_url,
+        traffic_steps=[50, 100],
+        bake_time_s=5,
+        watch_interval_s=1,
+        old_color="keep",
+        gates={"timeout_s": 30, "interval_s": 1, "expected_models": [MODEL]},
+        timeouts={"standby_up_s": 30, "poll_interval_s": 1},
+        canary=canary,
+    )
+    args.update(overrides)
+    return args
 
 
 class PacedClients(ClientThreads):
