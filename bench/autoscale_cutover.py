@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.harness.ansible import REPO_ROOT, run_playbook
 from tests.harness.autoscaling import policies, scale_in_suspended, scale_live, scaling_args, targets
 from tests.harness.bluegreen import CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.figures import report
 from tests.harness.moto import MotoServer
 
 ONE_TASK = REPO_ROOT / "tests" / "integration" / "playbooks" / "autoscaling_module.yml"
@@ -94,13 +95,16 @@ def main() -> int:
         finally:
             moto.stop()
 
-    print(f"desired_carried_over: {carried}")
-    print(f"scale_in_suspended_during_cutover: {int(seen_suspended[0])}")
-    print(f"policies_on_live_after: {after_cutover}")
-    print(f"policies_on_live_after_rollback: {after_rollback}")
-    print(f"cutover_extra_api_calls: {result['autoscaling']['api_calls']}")
-    print(f"rollback_extra_api_calls: {rollback['autoscaling']['api_calls']}")
-    return 0
+    return report(
+        {
+            "desired_carried_over": carried,
+            "scale_in_suspended_during_cutover": int(seen_suspended[0]),
+            "policies_on_live_after": after_cutover,
+            "policies_on_live_after_rollback": after_rollback,
+            "cutover_extra_api_calls": result["autoscaling"]["api_calls"],
+            "rollback_extra_api_calls": rollback["autoscaling"]["api_calls"],
+        }
+    )
 
 
 if __name__ == "__main__":

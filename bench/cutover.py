@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.ansible import run_playbook
 from tests.harness.bluegreen import CUTOVER_PLAYBOOK, create_app
+from tests.harness.figures import report
 from tests.harness.moto import MotoServer
 
 
@@ -71,11 +72,14 @@ def main() -> int:
         finally:
             moto.stop()
 
-    print(f"cutover_wall_seconds: {wall:.3f}")
-    print(f"module_overhead_seconds: {wall - result['told_waits_s']:.3f}")
-    print(f"api_calls: {api_calls}")
-    print(f"rollback_seconds: {rollback['seconds']:.3f}")
-    return 0
+    return report(
+        {
+            "cutover_wall_seconds": f"{wall:.3f}",
+            "module_overhead_seconds": f"{wall - result['told_waits_s']:.3f}",
+            "api_calls": api_calls,
+            "rollback_seconds": f"{rollback['seconds']:.3f}",
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
 from tests.harness.clients import ClientThreads  # noqa: E402
+from tests.harness.figures import report  # noqa: E402
 from tests.harness.model_versions import make_version  # noqa: E402
 from tests.harness.moto import MotoServer  # noqa: E402
 from tests.harness.triton import TritonServer  # noqa: E402
@@ -189,9 +190,7 @@ def main() -> int:
         except Exception as err:
             print(f"hot_reload: cannot measure: {type(err).__name__}: {err}", file=sys.stderr)
             return 1
-    for name, value in figures.items():
-        print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
-    return 0
+    return report({name: f"{value:.3f}" if isinstance(value, float) else value for name, value in figures.items()})
 
 
 if __name__ == "__main__":

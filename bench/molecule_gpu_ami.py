@@ -36,6 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from tests.harness.figures import report  # noqa: E402
+
 BIN = REPO / ".venv" / "bin"
 # "gpu_ami ➜ converge: Executing" (colour) or "[gpu_ami > converge] Executing" (NO_COLOR).
 STEP = re.compile(r"gpu_ami\s*(?:➜|>)\s*(\w+)\]?:?\s+(Executing|Executed)")
@@ -92,13 +95,16 @@ def main() -> int:
         return 1
     detect_s, false_drains = gpu_health_drill()
     dcgm_detect_s, dcgm_false_drains = gpu_health_drill(dcgm=True)
-    print(f"converge_seconds: {spent['converge']:.1f}")
-    print(f"scenario_seconds: {total:.1f}")
-    print(f"gpu_health_detect_seconds: {detect_s:.1f}")
-    print(f"false_drains: {false_drains}")
-    print(f"dcgm_health_detect_seconds: {dcgm_detect_s:.1f}")
-    print(f"dcgm_false_drains: {dcgm_false_drains}")
-    return 0
+    return report(
+        {
+            "converge_seconds": f"{spent['converge']:.1f}",
+            "scenario_seconds": f"{total:.1f}",
+            "gpu_health_detect_seconds": f"{detect_s:.1f}",
+            "false_drains": false_drains,
+            "dcgm_health_detect_seconds": f"{dcgm_detect_s:.1f}",
+            "dcgm_false_drains": dcgm_false_drains,
+        }
+    )
 
 
 if __name__ == "__main__":
