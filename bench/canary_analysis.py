@@ -47,7 +47,7 @@ CANARY = {"enabled": True, "max_wait_s": 300, "triton_dimensions": {"App": "trit
 
 
 def cutover(app: BlueGreenApp, task_definition: str, test_url: str, **overrides: Any) -> tuple[int, dict]:
-    args = canary_cutover_args(app, task_definition, test_url, CANARY, bake_time_s=10, **overrides)
+    args = canary_cutover_args(app, task_definition, test_url, **{"canary": CANARY, "bake_time_s": 10, **overrides})
     run = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, env=app.moto.env())
     return run.rc, run.result("Cutover")
 

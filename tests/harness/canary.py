@@ -39,10 +39,10 @@ TRITON_COUNTERS = {
 }
 
 
-def canary_cutover_args(app: BlueGreenApp, task_definition: str, test_url: str, canary: dict[str, Any], **overrides: Any) -> dict:
-    """The bluegreen arguments of a canary cutover with one task per colour, each a real tritonserver serving MODEL:
-    traffic 50 -> 100 with a 5 s bake, the old colour kept, the gates expecting MODEL, the verdict `canary`;
-    `overrides` on top."""
+def canary_cutover_args(app: BlueGreenApp, task_definition: str, test_url: str, **overrides: Any) -> dict:
+    """The bluegreen arguments of a cutover with one task per colour, each a real tritonserver serving MODEL: traffic
+    50 -> 100 with a 5 s bake, the old colour kept, the gates expecting MODEL; `overrides` on top (the canary
+    verdict's settings as `canary`)."""
     args = app.module_args(
         task_definition,
         desired_count=1,
@@ -53,7 +53,6 @@ def canary_cutover_args(app: BlueGreenApp, task_definition: str, test_url: str, 
         old_color="keep",
         gates={"timeout_s": 30, "interval_s": 1, "expected_models": [MODEL]},
         timeouts={"standby_up_s": 30, "poll_interval_s": 1},
-        canary=canary,
     )
     args.update(overrides)
     return args

@@ -58,7 +58,7 @@ def fleet(moto_server, tmp_path) -> Iterator[Any]:
 
 
 def cutover(app: BlueGreenApp, test_url: str, check: bool = False, **overrides: Any) -> tuple[Any, dict]:
-    args = canary_cutover_args(app, app.task_definitions[1], test_url, CANARY, **overrides)
+    args = canary_cutover_args(app, app.task_definitions[1], test_url, **{"canary": CANARY, **overrides})
     run = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, check=check, env=app.moto.env())
     return run, run.result("Cutover")
 
