@@ -31,6 +31,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.gua
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, new_owner
 from tests.harness.alb import AlbRoute
 from tests.harness.ami_fleet import AMI_NEW, create_fleet
+from tests.harness.figures import report
 from tests.harness.instance_refresh import Boot, RefreshProxy
 from tests.harness.moto import MotoServer
 from tests.harness.triton import TritonServer, write_model
@@ -85,11 +86,14 @@ def main() -> int:
     if good["outcome"] != "rolled_out" or bad["outcome"] != "reverted":
         print(f"cannot measure: good rollout {good['outcome']} ({good['failure']}), broken canary {bad['outcome']}", file=sys.stderr)
         return 1
-    print(f"ami_rollout_api_calls: {good_calls}")
-    print(f"ami_rollout_seconds: {good_s:.1f}")
-    print(f"ami_revert_seconds: {bad['revert_seconds']:.2f}")
-    print(f"ami_revert_api_calls: {bad_calls}")
-    return 0
+    return report(
+        {
+            "ami_rollout_api_calls": good_calls,
+            "ami_rollout_seconds": f"{good_s:.1f}",
+            "ami_revert_seconds": f"{bad['revert_seconds']:.2f}",
+            "ami_revert_api_calls": bad_calls,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.ansible import REPO_ROOT, run_playbook
 from tests.harness.autoscaling import policies, scale_in_suspended, scale_live, scaling_args, targets
-from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.bluegreen import CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.figures import report
 from tests.harness.moto import MotoServer
 
 ONE_TASK = REPO_ROOT / "tests" / "integration" / "playbooks" / "autoscaling_module.yml"
@@ -42,16 +43,6 @@ POLICY_COUNT = 3
 
 def on_live(app: BlueGreenApp, color: str) -> int:
     return int(set(targets(app)) == {color} and len(policies(app, color)) == POLICY_COUNT and not scale_in_suspended(app, color))
-
-
-def alarm_during_bake(app: BlueGreenApp, new: str) -> None:
-    """The alarm gate fires once the new colour has traffic (a cutover does not start while an alarm is in ALARM)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if app.weights()[new] > 0:
-            app.moto.client("cloudwatch").set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason="benchmark")
-            return
-        time.sleep(0.1)
 
 
 def main() -> int:
@@ -91,7 +82,7 @@ def main() -> int:
             after_cutover = on_live(app, "green")
 
             app.register_targets("blue", 5)
-            alarm = threading.Thread(target=alarm_during_bake, args=(app, "blue"))
+            alarm = threading.Thread(target=app.alarm_once_it_has_traffic, args=("blue", "benchmark"))
             alarm.start()
             args = app.module_args("triton:3", autoscaling=True, traffic_steps=[50, 100], bake_time_s=30)
             rolled = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, env=moto.env())
@@ -104,13 +95,16 @@ def main() -> int:
         finally:
             moto.stop()
 
-    print(f"desired_carried_over: {carried}")
-    print(f"scale_in_suspended_during_cutover: {int(seen_suspended[0])}")
-    print(f"policies_on_live_after: {after_cutover}")
-    print(f"policies_on_live_after_rollback: {after_rollback}")
-    print(f"cutover_extra_api_calls: {result['autoscaling']['api_calls']}")
-    print(f"rollback_extra_api_calls: {rollback['autoscaling']['api_calls']}")
-    return 0
+    return report(
+        {
+            "desired_carried_over": carried,
+            "scale_in_suspended_during_cutover": int(seen_suspended[0]),
+            "policies_on_live_after": after_cutover,
+            "policies_on_live_after_rollback": after_rollback,
+            "cutover_extra_api_calls": result["autoscaling"]["api_calls"],
+            "rollback_extra_api_calls": rollback["autoscaling"]["api_calls"],
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ Heavy (three tritonservers, about ten minutes): run it under `flock /tmp/inferop
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +35,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / ".build" / "collect
 from tests.harness.alb import AlbRoute
 from tests.harness.ansible import run_playbook
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
-from tests.harness.canary import MODEL, PacedClients, SidecarStandIn
+from tests.harness.canary import MODEL, PacedClients, SidecarStandIn, canary_cutover_args
+from tests.harness.figures import measure_in_tempdir
 from tests.harness.grpc_route import GrpcRoute
 from tests.harness.moto import MotoServer
 from tests.harness.triton import TritonServer, write_model
@@ -46,30 +46,8 @@ HEALTHY_CUTOVERS = 5
 CANARY = {"enabled": True, "max_wait_s": 300, "triton_dimensions": {"App": "triton"}}
 
 
-def register(app: BlueGreenApp, color: str, server: TritonServer) -> None:
-    """The colour's target groups hold `server` only (as ECS registers a colour's task)."""
-    elbv2 = app.moto.client("elbv2")
-    for groups, port in ((app.target_groups, server.http_port), (app.grpc_target_groups, server.grpc_port)):
-        stale = [t["Target"] for t in elbv2.describe_target_health(TargetGroupArn=groups[color])["TargetHealthDescriptions"]]
-        if stale:
-            elbv2.deregister_targets(TargetGroupArn=groups[color], Targets=stale)
-        elbv2.register_targets(TargetGroupArn=groups[color], Targets=[{"Id": "127.0.0.1", "Port": port}])
-
-
 def cutover(app: BlueGreenApp, task_definition: str, test_url: str, **overrides: Any) -> tuple[int, dict]:
-    args = app.module_args(
-        task_definition,
-        desired_count=1,
-        test_route_url=test_url,
-        traffic_steps=[50, 100],
-        bake_time_s=10,
-        watch_interval_s=1,
-        old_color="keep",
-        gates={"timeout_s": 30, "interval_s": 1, "expected_models": [MODEL]},
-        timeouts={"standby_up_s": 30, "poll_interval_s": 1},
-        canary=CANARY,
-    )
-    args.update(overrides)
+    args = canary_cutover_args(app, task_definition, test_url, **{"canary": CANARY, "bake_time_s": 10, **overrides})
     run = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, env=app.moto.env())
     return run.rc, run.result("Cutover")
 
@@ -82,8 +60,8 @@ def measure(tmp: Path) -> dict[str, float] | None:
         for name, fail_every in (("blue", 0), ("green", 0), ("bad", 33)):
             write_model(tmp / name, MODEL, offset=1.0, fail_every=fail_every)
             servers[name] = TritonServer(tmp / name, tmp, models=(MODEL,)).start()
-        register(app, "blue", servers["blue"])
-        register(app, "green", servers["bad"])
+        app.serve_only("blue", servers["blue"].http_port, servers["blue"].grpc_port)
+        app.serve_only("green", servers["bad"].http_port, servers["bad"].grpc_port)
         moto.client("cloudwatch").set_alarm_state(AlarmName=ALARM, StateValue="OK", StateReason="no 5xx")
         metrics = {"blue": [servers["blue"].metrics_url], "green": [servers["bad"].metrics_url, servers["green"].metrics_url]}
         figures: dict[str, float] = {}
@@ -113,7 +91,7 @@ def measure(tmp: Path) -> dict[str, float] | None:
             figures["detect_seconds"] = round(restored - (first + time.time() - time.monotonic()), 1)
 
             # 2. healthy standbys, alternating colours
-            register(app, "green", servers["green"])
+            app.serve_only("green", servers["green"].http_port, servers["green"].grpc_port)
             false_rollbacks = 0
             with PacedClients(production.url, RATE):
                 for i in range(HEALTHY_CUTOVERS):
@@ -158,13 +136,7 @@ def measure(tmp: Path) -> dict[str, float] | None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="canary-analysis-") as tmp:
-        figures = measure(Path(tmp))
-    if figures is None:
-        return 1
-    for name, value in figures.items():
-        print(f"{name}: {value}")
-    return 0
+    return measure_in_tempdir(measure, prefix="canary-analysis-")
 
 
 if __name__ == "__main__":

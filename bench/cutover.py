@@ -20,13 +20,13 @@ import json
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.ansible import run_playbook
-from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, create_app
+from tests.harness.bluegreen import CUTOVER_PLAYBOOK, create_app
+from tests.harness.figures import report
 from tests.harness.moto import MotoServer
 
 
@@ -60,17 +60,7 @@ def main() -> int:
             wall = task_seconds(run.stdout, "Cutover")
 
             # Second cutover back to blue; an alarm fires during the bake of the first step.
-            cloudwatch = moto.client("cloudwatch")
-
-            def alarm_during_bake() -> None:
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline:
-                    if app.weights()["blue"] == 10:
-                        cloudwatch.set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason="benchmark")
-                        return
-                    time.sleep(0.05)
-
-            thread = threading.Thread(target=alarm_during_bake)
+            thread = threading.Thread(target=app.alarm_once_it_has_traffic, args=("blue", "benchmark", 60))
             thread.start()
             args = app.module_args("triton:3", traffic_steps=[10, 100], bake_time_s=30, watch_interval_s=1)
             rolled = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, env=moto.env())
@@ -82,11 +72,14 @@ def main() -> int:
         finally:
             moto.stop()
 
-    print(f"cutover_wall_seconds: {wall:.3f}")
-    print(f"module_overhead_seconds: {wall - result['told_waits_s']:.3f}")
-    print(f"api_calls: {api_calls}")
-    print(f"rollback_seconds: {rollback['seconds']:.3f}")
-    return 0
+    return report(
+        {
+            "cutover_wall_seconds": f"{wall:.3f}",
+            "module_overhead_seconds": f"{wall - result['told_waits_s']:.3f}",
+            "api_calls": api_calls,
+            "rollback_seconds": f"{rollback['seconds']:.3f}",
+        }
+    )
 
 
 if __name__ == "__main__":

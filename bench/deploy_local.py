@@ -18,8 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.ansible import REPO_ROOT, PlaybookRun, run_playbook
+from tests.harness.figures import report
 from tests.harness.images import local_rehearsal_base
+from tests.harness.local_rehearsal import standby
 from tests.harness.moto import MotoServer
 
 CONTAINER = "inferops-bench-deploy-standby"
@@ -51,48 +53,48 @@ def module_runs(run) -> dict[str, int]:
     return runs
 
 
+def timed_deploy(extra: dict, what: str) -> tuple[PlaybookRun | None, float]:
+    """deploy.yml on inventories/local and its wall time; no run when it failed (said on stderr)."""
+    started = time.monotonic()
+    run = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=str(REPO_ROOT / "inventories" / "local"))
+    seconds = time.monotonic() - started
+    if run.rc != 0:
+        # The json callback reports a failed task on stdout; stderr carries only warnings.
+        print(f"{what} failed (rc {run.rc}), failed tasks {run.failed_tasks}:\n{run.stderr[-2000:]}", file=sys.stderr)
+        return None, seconds
+    return run, seconds
+
+
 def main() -> int:
     local_rehearsal_base()
     with tempfile.TemporaryDirectory() as tmp:
         moto = MotoServer(Path(tmp)).start()
-        extra = {
-            "aws_endpoint_url": moto.endpoint,
-            "deploy_local_standby": {
-                "container_name": CONTAINER,
-                "port": 18200,
-                "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
-            },
-        }
+        extra = {"aws_endpoint_url": moto.endpoint, "deploy_local_standby": standby(CONTAINER, 18200)}
         try:
-            started = time.monotonic()
-            first = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=str(REPO_ROOT / "inventories" / "local"))
-            first_s = time.monotonic() - started
-            if first.rc != 0:
-                # The json callback reports a failed task on stdout; stderr carries only warnings.
-                print(f"first run failed (rc {first.rc}), failed tasks {first.failed_tasks}:\n{first.stderr[-2000:]}", file=sys.stderr)
+            first, first_s = timed_deploy(extra, "first run")
+            if first is None:
                 return 1
             calls_before = moto.request_count()
-            started = time.monotonic()
-            noop = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=str(REPO_ROOT / "inventories" / "local"))
-            noop_s = time.monotonic() - started
-            if noop.rc != 0:
-                # The json callback reports a failed task on stdout; stderr carries only warnings.
-                print(f"no-op run failed (rc {noop.rc}), failed tasks {noop.failed_tasks}:\n{noop.stderr[-2000:]}", file=sys.stderr)
+            noop, noop_s = timed_deploy(extra, "no-op run")
+            if noop is None:
                 return 1
             noop_calls = moto.request_count() - calls_before
         finally:
             subprocess.run(["docker", "rm", "-f", CONTAINER], check=False, capture_output=True)
             moto.stop()
-    print(f"first_run_seconds: {first_s:.1f}")
-    print(f"noop_run_seconds: {noop_s:.1f}")
-    print(f"noop_api_calls: {noop_calls}")
-    print(f"noop_changed_tasks: {len(noop.changed_tasks)}")
-    print(f"deprecation_warnings: {len(first.deprecations) + len(noop.deprecations)}")
     runs = module_runs(noop)
-    print(f"noop_module_runs: {sum(runs.values())}")
     for name, count in runs.items():
         print(f"  {count} {name}", file=sys.stderr)
-    return 0
+    return report(
+        {
+            "first_run_seconds": f"{first_s:.1f}",
+            "noop_run_seconds": f"{noop_s:.1f}",
+            "noop_api_calls": noop_calls,
+            "noop_changed_tasks": len(noop.changed_tasks),
+            "deprecation_warnings": len(first.deprecations) + len(noop.deprecations),
+            "noop_module_runs": sum(runs.values()),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.harness.figures import report
 from tests.harness.images import triton_cpu_base
 from tests.harness.triton import write_model
 from tests.harness.triton_image import (
@@ -85,9 +86,7 @@ def main() -> int:
     except Exception as exc:  # cannot measure: say why, exit non-zero
         print(f"bench/drain.py: cannot measure: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    for name, value in figures.items():
-        print(f"{name}: {value}")
-    return 0
+    return report(figures)
 
 
 if __name__ == "__main__":

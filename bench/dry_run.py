@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.ansible import REPO_ROOT, run_playbook
 from tests.harness.aws_calls import start_recording, writes
+from tests.harness.figures import report
 from tests.harness.images import local_rehearsal_base
+from tests.harness.local_rehearsal import standby
 from tests.harness.moto import MotoServer
 from tests.integration.test_preflight import PREFLIGHT_TASK, _example_placeholder_lines
 
@@ -32,16 +34,12 @@ CONTAINER = "inferops-bench-dry-run-standby"
 LOCAL = str(REPO_ROOT / "inventories" / "local")
 
 
-def _extra(moto: MotoServer, port: int) -> dict:
+def _extra(moto: MotoServer, port: int, container: str = CONTAINER) -> dict:
     return {
         "aws_endpoint_url": moto.endpoint,
         "triton_image_revision": "bench-dry-run",
         "triton_image_version": "bench-dry-run",
-        "deploy_local_standby": {
-            "container_name": CONTAINER,
-            "port": port,
-            "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
-        },
+        "deploy_local_standby": standby(container, port),
     }
 
 
@@ -77,14 +75,7 @@ def main() -> int:
             start_recording(empty)
             fresh = run_playbook(
                 REPO_ROOT / "deploy.yml",
-                extra_vars=_extra(empty, 18221)
-                | {
-                    "deploy_local_standby": {
-                        "container_name": CONTAINER + "-fresh",
-                        "port": 18221,
-                        "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
-                    }
-                },
+                extra_vars=_extra(empty, 18221, CONTAINER + "-fresh"),
                 inventory=LOCAL,
                 check=True,
                 diff=True,
@@ -101,13 +92,16 @@ def main() -> int:
         reported = len(preflight.result(PREFLIGHT_TASK)["placeholders"])
     except KeyError:
         return _fail("the preflight on inventories/example", preflight)
-    print(f"check_noop_changed_tasks: {len(noop.changed_tasks)}")
-    print(f"check_one_change_changed_tasks: {len(one.changed_tasks)}")
-    print(f"check_writes: {check_writes}")
-    print(f"check_run_seconds: {noop_s:.1f}")
-    print(f"preflight_placeholders_reported: {reported}")
-    print(f"preflight_placeholders_present: {len(_example_placeholder_lines())}")
-    return 0
+    return report(
+        {
+            "check_noop_changed_tasks": len(noop.changed_tasks),
+            "check_one_change_changed_tasks": len(one.changed_tasks),
+            "check_writes": check_writes,
+            "check_run_seconds": f"{noop_s:.1f}",
+            "preflight_placeholders_reported": reported,
+            "preflight_placeholders_present": len(_example_placeholder_lines()),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1] / ".build" / "collections"))
 
 from tests.harness.example_rehearsal import Rehearsal
+from tests.harness.figures import report
 
 
 def main() -> int:
@@ -34,9 +35,7 @@ def main() -> int:
             print(f"cannot measure: {type(err).__name__}: {err}", file=sys.stderr)
             return 1
     print(rehearsal.report(), file=sys.stderr)
-    for name, value in rehearsal.figures().items():
-        print(f"{name}: {value}")
-    return 0
+    return report(rehearsal.figures())
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.conver
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_files, manifest_key, parse_manifest  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
+from tests.harness.clients import ClientThreads  # noqa: E402
+from tests.harness.figures import report  # noqa: E402
 from tests.harness.fleet import MODEL, SimulatedFleet  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402
 from tests.harness.moto import MotoServer  # noqa: E402
@@ -127,21 +129,18 @@ def hydrate_figures(work: Path) -> dict[str, float]:
     return {"hydrate_seconds": round(ours, 2), "peer_hydrate_seconds": round(peer, 2), "hydrate_ratio": round(ours / peer, 3)}
 
 
-class Clients:
+class Clients(ClientThreads):
     """One thread per tritonserver sending requests back to back until stopped; counts the failed ones."""
 
     def __init__(self, tritons: list) -> None:
         self.failed = 0
         self.sent = 0
         self.errors: list[str] = []
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._send, args=(triton,), daemon=True) for triton in tritons]
-        for thread in self._threads:
-            thread.start()
+        super().__init__([(triton,) for triton in tritons])
 
-    def _send(self, triton) -> None:
-        while not self._stop.is_set():
+    def _run(self, triton) -> None:
+        while not self.stop_event.is_set():
             try:
                 triton.infer(MODEL, [1.0])
                 failed = None
@@ -152,11 +151,6 @@ class Clients:
                 if failed:
                     self.failed += 1
                     self.errors.append(failed)
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(30)
 
 
 def fleet_figures(work: Path) -> dict[str, float]:
@@ -169,8 +163,7 @@ def fleet_figures(work: Path) -> dict[str, float]:
         fleet.publish(3, broken=True)
         fleet.controller("promoted", models=[{"name": MODEL, "version": 1}])
         fleet.controller("converged")
-        clients = Clients([triton for instance in fleet.instances for triton in instance.tritons])
-        try:
+        with Clients([triton for instance in fleet.instances for triton in instance.tritons]) as clients:
             start = time.monotonic()
             fleet.controller("promoted", models=[{"name": MODEL, "version": 2}])
             fleet.controller("converged")
@@ -189,8 +182,6 @@ def fleet_figures(work: Path) -> dict[str, float]:
             fleet.controller("canary_absent")
             fleet.controller("converged")
             rollback = time.monotonic() - failed_at
-        finally:
-            clients.stop()
         if fleet.serving() != [2.0] * FLEET_SIZE:
             raise RuntimeError(f"after the rollback the fleet serves {fleet.serving()}, not version 2 everywhere")
         if clients.sent == 0:
@@ -222,10 +213,8 @@ def main() -> int:
     except (RuntimeError, OSError, subprocess.CalledProcessError, TimeoutError, RolloutError) as err:
         print(f"fleet_models: cannot measure: {err}", file=sys.stderr)
         return 1
-    for name, value in figures.items():
-        print(f"{name}: {value}")
     print(json.dumps(figures), file=sys.stderr)
-    return 0
+    return report(figures)
 
 
 if __name__ == "__main__":

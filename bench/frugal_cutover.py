@@ -48,6 +48,7 @@ from tests.harness.ansible import run_playbook
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK
 from tests.harness.canary import PacedClients
 from tests.harness.ecs_scheduler import ScheduledApp, scheduled_app
+from tests.harness.figures import report
 from tests.harness.triton import write_model
 
 FULL = 4  # tasks of the service, one GPU each
@@ -163,9 +164,7 @@ def main() -> int:
         "blue_green_failed_requests": len(full["failed"]),
         "requests": paced["requests"] + full["requests"],
     }
-    for name, value in figures.items():
-        print(f"{name}: {value}")
-    return 0
+    return report(figures)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.sync i
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.triton_model import ensure_loaded, ensure_rolled_back  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
+from tests.harness.clients import ClientThreads  # noqa: E402
+from tests.harness.figures import report  # noqa: E402
 from tests.harness.model_versions import make_version  # noqa: E402
 from tests.harness.moto import MotoServer  # noqa: E402
 from tests.harness.triton import TritonServer  # noqa: E402
@@ -63,22 +65,21 @@ PROBE_TIMEOUT_S = 30.0
 STANDBY = "--standby" in sys.argv[1:]
 
 
-class Load:
+class Load(ClientThreads):
     """CLIENTS threads sending requests without a version until stopped; counts what failed."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.stop = threading.Event()
         self.lock = threading.Lock()
         self.sent = 0
         self.failed = 0
         self.errors: list[str] = []
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _client in range(CLIENTS)]
+        super().__init__([()] * CLIENTS, join_timeout_s=60)
 
     def _run(self) -> None:
         client = httpclient.InferenceServerClient(self.url.removeprefix("http://"), network_timeout=30.0)
         data = np.array([10.0], dtype=np.float32)
-        while not self.stop.is_set():
+        while not self.stop_event.is_set():
             ok, error = True, ""
             try:
                 inp = httpclient.InferInput("INPUT0", [1], "FP32")
@@ -95,16 +96,6 @@ class Load:
                     if len(self.errors) < 5:
                         self.errors.append(error)
         client.close()
-
-    def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(60)
 
 
 def serving_version(triton: TritonServer) -> float:
@@ -199,9 +190,7 @@ def main() -> int:
         except Exception as err:
             print(f"hot_reload: cannot measure: {type(err).__name__}: {err}", file=sys.stderr)
             return 1
-    for name, value in figures.items():
-        print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
-    return 0
+    return report({name: f"{value:.3f}" if isinstance(value, float) else value for name, value in figures.items()})
 
 
 if __name__ == "__main__":

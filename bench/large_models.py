@@ -57,6 +57,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import file_key, manifest_key  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version  # noqa: E402
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
+from tests.harness.figures import report  # noqa: E402
 from tests.harness.model_agent import SimulatedInstance, write_release  # noqa: E402
 from tests.harness.moto import REGION, MotoServer  # noqa: E402
 from tests.harness.s3_proxy import MIB, ProxiedMoto, ProxyProcess  # noqa: E402
@@ -285,10 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, OSError, subprocess.CalledProcessError, TimeoutError, ClientError) as err:
         print(f"large_models: cannot measure: {err}", file=sys.stderr)
         return 1
-    for name, value in found.items():
-        print(f"{name}: {value}")
     print(json.dumps(found), file=sys.stderr)
-    return 0
+    return report(found)
 
 
 if __name__ == "__main__":

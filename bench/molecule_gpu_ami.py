@@ -36,6 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from tests.harness.figures import report  # noqa: E402
+
 BIN = REPO / ".venv" / "bin"
 # "gpu_ami ➜ converge: Executing" (colour) or "[gpu_ami > converge] Executing" (NO_COLOR).
 STEP = re.compile(r"gpu_ami\s*(?:➜|>)\s*(\w+)\]?:?\s+(Executing|Executed)")
@@ -45,25 +48,16 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\]8;;[^\x1b]*\x1b\\")
 def gpu_health_drill(dcgm: bool = False) -> tuple[float, int]:
     """(seconds from a critical error to DRAINING, transient scenarios that drained) on a moto server of its own:
     an Xid 79 and the kernel-log / nvidia-smi scenarios, or with `dcgm` a failed row remap and DCGM's scenarios."""
-    from tests.fixtures.al2023.gpu_health_drill import DCGM_CRITICAL, DCGM_TRANSIENT_SCENARIOS, TRANSIENT_SCENARIOS, GpuHealthDrill
-    from tests.harness.moto import MotoServer
+    from tests.fixtures.al2023.gpu_health_drill import DCGM_CRITICAL, DCGM_TRANSIENT_SCENARIOS, TRANSIENT_SCENARIOS, drill_on_moto
 
-    with tempfile.TemporaryDirectory(prefix="gpu_health-drill-") as tmp:
-        moto = MotoServer(Path(tmp)).start()
-        drill = GpuHealthDrill(moto, Path(tmp), dcgm=dcgm)
-        try:
-            false_drains = 0
-            for inject in (DCGM_TRANSIENT_SCENARIOS if dcgm else TRANSIENT_SCENARIOS).values():
-                drill.start()
+    with tempfile.TemporaryDirectory(prefix="gpu_health-drill-") as tmp, drill_on_moto(Path(tmp), dcgm=dcgm) as drill:
+        false_drains = 0
+        for inject in (DCGM_TRANSIENT_SCENARIOS if dcgm else TRANSIENT_SCENARIOS).values():
+            with drill.watching():
                 inject(drill)
                 false_drains += not drill.stays_active(settle_s=3 * drill.poll_interval_s + 1)
-                drill.stop()
-            drill.start()
+        with drill.watching():
             detect_s = drill.seconds_until_draining(drill.write_dcgm(*DCGM_CRITICAL) if dcgm else drill.inject_xid(79))
-            drill.stop()
-        finally:
-            drill.close()
-            moto.stop()
     return detect_s, false_drains
 
 
@@ -101,13 +95,16 @@ def main() -> int:
         return 1
     detect_s, false_drains = gpu_health_drill()
     dcgm_detect_s, dcgm_false_drains = gpu_health_drill(dcgm=True)
-    print(f"converge_seconds: {spent['converge']:.1f}")
-    print(f"scenario_seconds: {total:.1f}")
-    print(f"gpu_health_detect_seconds: {detect_s:.1f}")
-    print(f"false_drains: {false_drains}")
-    print(f"dcgm_health_detect_seconds: {dcgm_detect_s:.1f}")
-    print(f"dcgm_false_drains: {dcgm_false_drains}")
-    return 0
+    return report(
+        {
+            "converge_seconds": f"{spent['converge']:.1f}",
+            "scenario_seconds": f"{total:.1f}",
+            "gpu_health_detect_seconds": f"{detect_s:.1f}",
+            "false_drains": false_drains,
+            "dcgm_health_detect_seconds": f"{dcgm_detect_s:.1f}",
+            "dcgm_false_drains": dcgm_false_drains,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,8 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client
 from tests.harness.alb import AlbRoute
 from tests.harness.ansible import REPO_ROOT, run_playbook
 from tests.harness.bluegreen import ALARM, APP, CLUSTER, CUTOVER_PLAYBOOK, create_app
+from tests.harness.clients import ClientThreads
+from tests.harness.figures import measure_in_tempdir
 from tests.harness.model_agent import SimulatedInstance
 from tests.harness.model_versions import make_version
 from tests.harness.moto import REGION, MotoServer
@@ -55,20 +55,19 @@ CLIENTS = 4
 VIEW_MODE = {"INFEROPS_MODEL_VIEW": "task-definition", "TRITON_EXTRA_ARGS": "--disable-auto-complete-config"}
 
 
-class Clients:
+class Clients(ClientThreads):
     """Threads sending inferences on the production route; each answer with its time, target group and version."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.stop = threading.Event()
         self.answers: list[tuple[float, str, float]] = []
         self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _client in range(CLIENTS)]
+        super().__init__([()] * CLIENTS)
 
     def _run(self) -> None:
         client = TritonClient(self.url, timeout_s=30)
         body = {"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [10.0]}]}
-        while not self.stop.is_set():
+        while not self.stop_event.is_set():
             try:
                 status, raw, group = post(client, f"/v2/models/{MODEL}/infer", body)
                 if status != 200:
@@ -77,16 +76,6 @@ class Clients:
                 self.answers.append((time.monotonic(), group, json.loads(raw)["outputs"][0]["data"][0] - 10.0))
             except Exception as err:  # any client-side failure is a failed request
                 self.failed.append(f"{type(err).__name__}: {err}")
-
-    def __enter__(self) -> Clients:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(30)
 
 
 def post(client: TritonClient, path: str, body: dict) -> tuple[int, bytes, str]:
@@ -230,13 +219,7 @@ def measure(tmp: Path) -> dict[str, float] | None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="release-cutover-") as tmp:
-        figures = measure(Path(tmp))
-    if figures is None:
-        return 1
-    for name, value in figures.items():
-        print(f"{name}: {value}")
-    return 0
+    return measure_in_tempdir(measure, prefix="release-cutover-")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.ansible import REPO_ROOT, playbook_env, run_playbook
 from tests.harness.bluegreen import CUTOVER_PLAYBOOK, create_app
+from tests.harness.figures import report
 from tests.harness.images import local_rehearsal_base
+from tests.harness.local_rehearsal import standby
 from tests.harness.moto import MotoServer
 
 CONTAINER = "inferops-bench-rollback-standby"
@@ -47,14 +49,7 @@ def image_events(since: str, until: str) -> list[str]:
 def emergency_rollback(tmp: Path) -> tuple[float, int] | None:
     moto = MotoServer(tmp).start()
     inventory = str(REPO_ROOT / "inventories" / "local")
-    extra = {
-        "aws_endpoint_url": moto.endpoint,
-        "deploy_local_standby": {
-            "container_name": CONTAINER,
-            "port": 18210,
-            "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
-        },
-    }
+    extra = {"aws_endpoint_url": moto.endpoint, "deploy_local_standby": standby(CONTAINER, 18210)}
     try:
         first = run_playbook(REPO_ROOT / "deploy.yml", extra_vars=extra, inventory=inventory)
         # A new task-definition revision (same image), the old colour kept: what an emergency rollback returns to.
@@ -120,10 +115,13 @@ def main() -> int:
         started = concurrent_cutovers(Path(tmp))
     if measured is None or started is None:
         return 1
-    print(f"emergency_rollback_seconds: {measured[0]:.1f}")
-    print(f"emergency_rollback_builds: {measured[1]}")
-    print(f"concurrent_cutovers_started: {started}")
-    return 0
+    return report(
+        {
+            "emergency_rollback_seconds": f"{measured[0]:.1f}",
+            "emergency_rollback_builds": measured[1],
+            "concurrent_cutovers_started": started,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path[:0] = [str(REPO), str(REPO / ".build" / "collections")]
 import yaml  # noqa: E402
 
 from tests.harness.ansible import ensure_collection_link  # noqa: E402
+from tests.harness.figures import report  # noqa: E402
 from tests.harness.moto import REGION, MotoServer, moto_compatible  # noqa: E402
 
 REVISIONS = 50
@@ -213,9 +214,7 @@ def main() -> int:
         "phantom_revisions",
         "peer_phantom_revisions",
     )
-    for name in order:
-        print(f"{name}: {figures[name]}")
-    return 0
+    return report({name: figures[name] for name in order})
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ from typing import Any
 from ansible_collections.amazon.aws.plugins.module_utils.tagging import compare_aws_tags
 
 RESERVED_PREFIX = "aws:"
+# The argument spec of amazon.aws's `tags` doc fragment, as every module that converges tags declares it.
+TAGS_OPTIONS = dict(
+    tags=dict(type="dict", aliases=["resource_tags"]),
+    purge_tags=dict(type="bool", default=True),
+)
 
 
 @dataclass

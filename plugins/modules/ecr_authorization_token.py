@@ -18,15 +18,10 @@ author:
 options: {}
 attributes:
   check_mode:
-    support: full
     details:
       - The call is read-only and always made, so check mode returns a real token.
-  diff_mode:
-    support: N/A
-    details:
-      - Nothing is written.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.info_module
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3

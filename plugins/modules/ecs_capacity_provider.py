@@ -136,6 +136,7 @@ tags:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.capacity_provider import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 
 
 def main() -> None:
@@ -157,8 +158,7 @@ def main() -> None:
         managed_termination_protection=dict(type="bool", default=True),
         managed_draining=dict(type="bool", default=True),
         default_strategy=dict(type="dict", options=dict(weight=dict(type="int", default=1), base=dict(type="int", default=0))),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
     )
     module = aws_module(argument_spec)
     result = converge(module, ["ecs", "autoscaling"], ensure, f"capacity provider {module.params['name']}: AWS call failed")

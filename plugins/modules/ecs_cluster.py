@@ -105,14 +105,14 @@ log_group:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.ecs_cluster import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 
 
 def main() -> None:
     argument_spec = dict(
         name=dict(type="str", required=True),
         container_insights=dict(type="str", choices=["enabled", "enhanced", "disabled"], default="enabled"),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
         log_group=dict(
             type="dict",
             options=dict(name=dict(type="str", required=True), retention_days=dict(type="int", required=True)),

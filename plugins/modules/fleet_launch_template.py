@@ -209,6 +209,7 @@ capacity:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.launch_template import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 
 
 def main() -> None:
@@ -240,8 +241,7 @@ def main() -> None:
             choices=["price-capacity-optimized", "capacity-optimized", "capacity-optimized-prioritized", "lowest-price"],
         ),
         on_demand_base_capacity=dict(type="int", default=0),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
     )
     module = aws_module(argument_spec)
     result = converge(module, ["ec2"], ensure, f"launch template {module.params['name']}: AWS call failed")

@@ -157,6 +157,7 @@ actions:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.iam_roles import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 
 
 def main() -> None:
@@ -173,8 +174,7 @@ def main() -> None:
         roles=dict(type="list", elements="dict", required=True, options=role_options),
         path=dict(type="str", default="/"),
         permissions_boundary=dict(type="str"),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
     )
     module = aws_module(argument_spec)
     result = converge(module, ["iam"], ensure, "IAM roles: AWS call failed")

@@ -22,15 +22,8 @@ options:
     type: list
     elements: str
     required: true
-attributes:
-  check_mode:
-    support: full
-    details:
-      - Reads only.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.info_module
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3

@@ -40,17 +40,8 @@ options:
   registry_password:
     description: Password of a registry other than ECR.
     type: str
-attributes:
-  check_mode:
-    support: full
-    details:
-      - Only reads, so it runs the same in check mode.
-  diff_mode:
-    support: N/A
-    details:
-      - Nothing is written.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.info_module
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3

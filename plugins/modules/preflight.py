@@ -168,17 +168,8 @@ options:
     description: The principal to simulate; default the caller (an assumed role's session becomes its role, which
       must then have no path).
     type: str
-attributes:
-  check_mode:
-    support: full
-    details:
-      - Only reads, so it runs the same in check mode.
-  diff_mode:
-    support: N/A
-    details:
-      - Nothing to change, so nothing to diff.
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.attributes.info_module
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3

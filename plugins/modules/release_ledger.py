@@ -25,18 +25,6 @@ description:
 author:
   - inferops maintainers (@inferops)
 options:
-  bucket:
-    description: S3 bucket of the model repository (the ledger lives beside the release records).
-    type: str
-    required: true
-  prefix:
-    description: Key prefix of the model repository.
-    type: str
-    default: ""
-  application:
-    description: The application (the ECS service family); names the ledger's prefix.
-    type: str
-    required: true
   kind:
     description: What happened.
     type: str
@@ -120,6 +108,7 @@ attributes:
     details:
       - C(before) is empty, C(after) the entry (an append never changes what was there).
 extends_documentation_fragment:
+  - inferops.triton_ecs.release_ledger
   - inferops.triton_ecs.attributes.full
   - amazon.aws.common.modules
   - amazon.aws.region.modules
@@ -184,16 +173,14 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.identity import get_caller_identity  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.entry import KINDS, OUTCOMES, LedgerError, build_entry  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.store import EventNotSent, append  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.store import LEDGER_OPTIONS, EventNotSent, append  # noqa: E402
 
 COLOR = dict(type="str", choices=["blue", "green"])
 
 
 def main() -> None:
     argument_spec = dict(
-        bucket=dict(type="str", required=True),
-        prefix=dict(type="str", default=""),
-        application=dict(type="str", required=True),
+        **LEDGER_OPTIONS,
         kind=dict(type="str", required=True, choices=list(KINDS)),
         outcome=dict(type="str", default="succeeded", choices=list(OUTCOMES)),
         release_id=dict(type="str"),

@@ -21,18 +21,6 @@ description:
 author:
   - inferops maintainers (@inferops)
 options:
-  bucket:
-    description: S3 bucket of the model repository.
-    type: str
-    required: true
-  prefix:
-    description: Key prefix of the model repository.
-    type: str
-    default: ""
-  application:
-    description: The application (the ECS service family).
-    type: str
-    required: true
   at:
     description: The time asked about, ISO-8601 UTC (C(2026-12-01T10:00:00Z)); default now.
     type: str
@@ -43,15 +31,9 @@ options:
   since:
     description: Also list the entries that ended between this ISO-8601 UTC time and O(at).
     type: str
-attributes:
-  check_mode:
-    support: full
-    details:
-      - Reads only.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
-  - inferops.triton_ecs.attributes
+  - inferops.triton_ecs.release_ledger
+  - inferops.triton_ecs.attributes.info_module
   - amazon.aws.common.modules
   - amazon.aws.region.modules
   - amazon.aws.boto3
@@ -125,16 +107,14 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.entry 
     parse_time,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.history import answer_for, describe  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.store import query  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.store import LEDGER_OPTIONS, query  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import ReleaseError  # noqa: E402
 
 
 def main() -> None:
     module = aws_module(
         dict(
-            bucket=dict(type="str", required=True),
-            prefix=dict(type="str", default=""),
-            application=dict(type="str", required=True),
+            **LEDGER_OPTIONS,
             at=dict(type="str"),
             color=dict(type="str", choices=["blue", "green"]),
             since=dict(type="str"),

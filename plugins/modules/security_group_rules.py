@@ -36,7 +36,7 @@ options:
         description: The ALB's security groups (and, optional, its subnets).
         type: dict
         required: true
-        suboptions:
+        suboptions: &side  # each side the same, as `side` in main()
           security_groups:
             description: Security group ids, C(sg-...); at least one.
             type: list
@@ -52,34 +52,12 @@ options:
         description: The container instances' security groups (and subnets); the model agent runs there.
         type: dict
         required: true
-        suboptions:
-          security_groups:
-            description: Security group ids, C(sg-...); at least one.
-            type: list
-            elements: str
-            required: true
-          subnets:
-            description: Subnet ids, C(subnet-...), where this side's network interfaces live. Only read when a
-              CIDR permission could cover them.
-            type: list
-            elements: str
-            default: []
+        suboptions: *side
       tasks:
         description: The task ENIs' security groups (and subnets), those of the awsvpc services.
         type: dict
         required: true
-        suboptions:
-          security_groups:
-            description: Security group ids, C(sg-...); at least one.
-            type: list
-            elements: str
-            required: true
-          subnets:
-            description: Subnet ids, C(subnet-...), where this side's network interfaces live. Only read when a
-              CIDR permission could cover them.
-            type: list
-            elements: str
-            default: []
+        suboptions: *side
       http_port:
         description: Triton's HTTP port in the task.
         type: int

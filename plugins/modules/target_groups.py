@@ -189,6 +189,7 @@ settings:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._fleet.target_groups import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 
 
 def main() -> None:
@@ -210,8 +211,7 @@ def main() -> None:
         target_type=dict(type="str", choices=["ip", "instance"], default="ip"),
         health_check=dict(type="dict", default={}, options=health_check),
         attributes=dict(type="dict", default={}),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
     )
     module = aws_module(argument_spec)
     names = module.params["names"]

@@ -371,6 +371,7 @@ kept_in_use:
 # Ansible modules keep their imports below the documentation strings.
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.plan import absent, present  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.secrets import values_to_hide  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._task_definition.validate import validate  # noqa: E402
@@ -436,8 +437,7 @@ def main() -> None:
             default=[],
             options=dict(type=dict(type="str", required=True), expression=dict(type="str")),
         ),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
         container_overrides=dict(type="dict", default={}),
         extra_containers=dict(type="list", elements="dict", default=[]),
         keep_revisions=dict(type="int"),

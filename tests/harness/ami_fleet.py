@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bluegreen import ALARM, put_target_5xx_alarm
 from .instance_refresh import Boot, RefreshProxy
 from .moto import MotoServer
 
 APP = "triton"
 CLUSTER = "inference"
 GROUP = "triton-gpu"
-ALARM = "triton-target-5xx"
 AMI_OLD = "ami-0a1b2c3d4e5f60718"
 AMI_NEW = "ami-0f1e2d3c4b5a69788"
 
@@ -176,14 +176,5 @@ def create_fleet(moto: MotoServer, proxy: RefreshProxy, triton_port: int) -> Ami
     elbv2.register_targets(
         TargetGroupArn=fleet.target_groups["blue"], Targets=[{"Id": f"10.0.1.{10 + i}", "Port": triton_port} for i in range(2)]
     )
-    moto.client("cloudwatch").put_metric_alarm(
-        AlarmName=ALARM,
-        Namespace="AWS/ApplicationELB",
-        MetricName="HTTPCode_Target_5XX_Count",
-        Statistic="Sum",
-        Period=60,
-        EvaluationPeriods=1,
-        Threshold=1,
-        ComparisonOperator="GreaterThanOrEqualToThreshold",
-    )
+    put_target_5xx_alarm(moto.client("cloudwatch"))
     return fleet

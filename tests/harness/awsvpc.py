@@ -31,15 +31,13 @@ import os
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .ports import wait_until
+from .docker_triton import TritonInDocker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRITON_IMAGE_ROLE = REPO_ROOT / "roles" / "triton_image"
@@ -133,8 +131,10 @@ def image_scripts() -> dict[str, Path]:
     return scripts
 
 
-class AwsvpcTask:
+class AwsvpcTask(TritonInDocker):
     """One ECS task in awsvpc mode: its `triton` container on the network, at its own address."""
+
+    ready_interval_s = 0.2
 
     def __init__(
         self,
@@ -243,12 +243,16 @@ class AwsvpcTask:
         return f"http://{self.ip}:{HTTP_PORT}"
 
     @property
+    def http_url(self) -> str:
+        return self.url
+
+    @property
+    def what(self) -> str:
+        return f"task {self.task_id} ({self.name})"
+
+    @property
     def metrics_url(self) -> str:
         return f"http://{self.ip}:{METRICS_PORT}/metrics"
-
-    def running(self) -> bool:
-        out = docker("inspect", "--format", "{{.State.Running}}", self.name, check=False)
-        return out.stdout.strip() == "true"
 
     def known_status(self) -> str:
         """PENDING, RUNNING or STOPPED, as the ECS agent reports it (from `docker inspect`, cached briefly)."""
@@ -266,26 +270,6 @@ class AwsvpcTask:
             self._known = (time.monotonic(), status)
             return status
 
-    def _http_status(self, path: str) -> int:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(f"{self.url}{path}", timeout=2) as resp:
-                return resp.status
-        except urllib.error.HTTPError as err:
-            return err.code
-
-    def wait_ready(self, timeout_s: float = 120) -> float:
-        """Seconds from `docker run` until /v2/health/ready answers 200; raises with the log tail if the task exits."""
-
-        def ready() -> bool:
-            if not self.running():
-                raise RuntimeError(f"task {self.task_id} ({self.name}) exited:\n{self.logs()[-3000:]}")
-            return self._http_status("/v2/health/ready") == 200
-
-        wait_until(ready, timeout_s, f"tritonserver of task {self.task_id} ({self.name})", interval_s=0.2)
-        assert self.started_at is not None
-        return time.monotonic() - self.started_at
-
     def stop(self, timeout_s: int = 60) -> tuple[float, int]:
         """`docker stop -t timeout_s` (SIGTERM, then SIGKILL when the timeout passes), as ECS stops a task with its
         stopTimeout; DesiredStatus is STOPPED from the start, as ECS shows a stopping task. (seconds, exit code)."""
@@ -294,13 +278,6 @@ class AwsvpcTask:
         docker("stop", "-t", str(timeout_s), self.name, timeout_s=timeout_s + 30)
         took = time.monotonic() - started
         return took, self.exit_code()
-
-    def exit_code(self) -> int:
-        return int(docker("inspect", "--format", "{{.State.ExitCode}}", self.name).stdout.strip())
-
-    def logs(self) -> str:
-        proc = subprocess.run(["docker", "logs", self.name], check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return proc.stdout
 
     def remove(self) -> None:
         """`docker rm -f` (no drain): cleanup. The introspection stops listing the task, as after ECS's task cleanup."""

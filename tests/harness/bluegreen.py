@@ -11,6 +11,7 @@ Where moto does not behave like AWS, this module stands in for the part AWS woul
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,8 @@ GPU_INSTANCE_TYPE = "g5.xlarge"  # 1 GPU each
 ASG_MAX_SIZE = 4
 # One bluegreen task fed the module's arguments as `bg_args`: what the tests and bench/cutover.py run.
 CUTOVER_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "bluegreen_cutover.yml"
+EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_traffic.yml"
+LEDGER_BUCKET = "triton-models"  # where the emergency rollback's release ledger goes (fleet_iam's model bucket)
 
 
 @dataclass
@@ -83,6 +86,28 @@ class BlueGreenApp:
         octet = 1 if color == "blue" else 2
         targets = [{"Id": f"10.0.{octet}.{10 + i}", "Port": 8000} for i in range(count)]
         self.elbv2().register_targets(TargetGroupArn=self.target_groups[color], Targets=targets)
+
+    def serve_only(self, color: str, http_port: int, grpc_port: int | None = None) -> None:
+        """The colour's target groups hold the local server on these ports only, as ECS registers a colour's one task
+        (its HTTP group; with `grpc_port` also its gRPC group, create_app(grpc=True))."""
+        elbv2 = self.elbv2()
+        groups = [(self.target_groups[color], http_port)] + ([(self.grpc_target_groups[color], grpc_port)] if grpc_port else [])
+        for group, port in groups:
+            stale = [t["Target"] for t in elbv2.describe_target_health(TargetGroupArn=group)["TargetHealthDescriptions"]]
+            if stale:
+                elbv2.deregister_targets(TargetGroupArn=group, Targets=stale)
+            elbv2.register_targets(TargetGroupArn=group, Targets=[{"Id": "127.0.0.1", "Port": port}])
+
+    def alarm_once_it_has_traffic(self, color: str, reason: str, timeout_s: float = 120) -> bool:
+        """Sets ALARM to ALARM once `color` has production traffic, as CloudWatch would on its 5xx (a cutover does not
+        start while an alarm is in ALARM, so it is raised during one); False when `color` got none within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.weights()[color] > 0:
+                self.moto.client("cloudwatch").set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason=reason)
+                return True
+            time.sleep(0.05)
+        return False
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a cutover can write: weights, each service's task definition and desired count, the test listener."""
@@ -205,6 +230,30 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
         )
     ecs.update_service(cluster=CLUSTER, service=f"{APP}-blue", desiredCount=live_tasks)
     app.register_targets("blue", live_tasks)
+    put_target_5xx_alarm(cloudwatch)
+    return app
+
+
+def rollback_traffic_vars(app: BlueGreenApp) -> dict[str, Any]:
+    """What playbooks/rollback_traffic.yml is given for the application, as an operator gives it (docs/runbook.md):
+    its cluster and name, and fleet_iam's model bucket and prefix, where the release ledger goes (the bucket is
+    created when missing)."""
+    s3 = app.moto.client("s3")
+    if LEDGER_BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket=LEDGER_BUCKET)
+    return {
+        "aws_region": "us-east-1",
+        "aws_endpoint_url": app.moto.endpoint,
+        "rollback_cutover_cluster": CLUSTER,
+        "rollback_cutover_name": APP,
+        "fleet_iam_model_bucket": LEDGER_BUCKET,
+        "fleet_iam_model_prefix": "models/",
+    }
+
+
+def put_target_5xx_alarm(cloudwatch: Any) -> None:
+    """The alarm gate's alarm, ALARM: the targets' 5xx count of the ALB. moto evaluates no alarm; a test sets its
+    state (`BlueGreenApp.alarm_once_it_has_traffic`), as CloudWatch would on 5xx."""
     cloudwatch.put_metric_alarm(
         AlarmName=ALARM,
         Namespace="AWS/ApplicationELB",
@@ -215,7 +264,6 @@ def create_app(moto: MotoServer, live_tasks: int = 2, managed_scaling: bool = Tr
         Threshold=1,
         ComparisonOperator="GreaterThanOrEqualToThreshold",
     )
-    return app
 
 
 def main(argv: list[str] | None = None) -> int:

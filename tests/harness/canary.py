@@ -25,6 +25,8 @@ import urllib.request
 import zipfile
 from typing import Any
 
+from .bluegreen import BlueGreenApp
+from .clients import ClientThreads
 from .moto import REGION, MotoServer
 
 MODEL = "m"
@@ -37,7 +39,26 @@ TRITON_COUNTERS = {
 }
 
 
-class PacedClients:
+def canary_cutover_args(app: BlueGreenApp, task_definition: str, test_url: str, **overrides: Any) -> dict:
+    """The bluegreen arguments of a cutover with one task per colour, each a real tritonserver serving MODEL: traffic
+    50 -> 100 with a 5 s bake, the old colour kept, the gates expecting MODEL; `overrides` on top (the canary
+    verdict's settings as `canary`)."""
+    args = app.module_args(
+        task_definition,
+        desired_count=1,
+        test_route_url=test_url,
+        traffic_steps=[50, 100],
+        bake_time_s=5,
+        watch_interval_s=1,
+        old_color="keep",
+        gates={"timeout_s": 30, "interval_s": 1, "expected_models": [MODEL]},
+        timeouts={"standby_up_s": 30, "poll_interval_s": 1},
+    )
+    args.update(overrides)
+    return args
+
+
+class PacedClients(ClientThreads):
     """Requests at `rate` per second on the route until stopped; `answers`: (time, target group, status or error)."""
 
     THREADS = 4
@@ -45,9 +66,8 @@ class PacedClients:
     def __init__(self, url: str = "", rate: float = 2.0, grpc_url: str = "", model: str = MODEL) -> None:
         self.url, self.grpc_url, self.rate, self.model = url, grpc_url, rate, model
         self.answers: list[tuple[float, str, int | str]] = []
-        self.stop_event = threading.Event()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.THREADS)]
+        super().__init__([(i,) for i in range(self.THREADS)], join_timeout_s=40)
 
     def _send_http(self) -> tuple[str, int | str]:
         request = urllib.request.Request(f"{self.url}/v2/models/{self.model}/infer", data=json.dumps(BODY).encode(), method="POST")
@@ -96,16 +116,6 @@ class PacedClients:
     def failed(self) -> list[tuple[float, str, int | str]]:
         with self.lock:
             return [a for a in self.answers if a[2] != 200]
-
-    def __enter__(self) -> PacedClients:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_event.set()
-        for thread in self.threads:
-            thread.join(40)
 
 
 def triton_counters(text: str) -> dict[str, float]:

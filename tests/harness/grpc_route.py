@@ -146,24 +146,29 @@ class _Forward(grpc.GenericRpcHandler):
             return grpc.stream_stream_rpc_method_handler(lambda requests, context: self._stream(method, requests, context))
         return grpc.unary_unary_rpc_method_handler(lambda request, context: self._unary(method, request, context))
 
-    def _unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def _target(self, context: grpc.ServicerContext) -> tuple[str | None, grpc.Channel]:
+        """The call's target group and channel; with none to route to, the call ends UNAVAILABLE (as an ALB's 503)."""
         group, channel, reason = self.route.choose()
         if channel is None:
             self.route.failed(group, grpc.StatusCode.UNAVAILABLE)
             context.abort(grpc.StatusCode.UNAVAILABLE, reason)
+        return group, channel
+
+    def _relay(self, group: str | None, err: grpc.RpcError, context: grpc.ServicerContext) -> None:
+        """The target's status and details, back to the client."""
+        self.route.failed(group, err.code())
+        context.abort(err.code(), err.details() or "")
+
+    def _unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
+        group, channel = self._target(context)
         try:
             return channel.unary_unary(method)(request, metadata=_metadata(context), timeout=context.time_remaining())
         except grpc.RpcError as err:
-            self.route.failed(group, err.code())
-            context.abort(err.code(), err.details() or "")
+            self._relay(group, err, context)
 
     def _stream(self, method: str, requests: Any, context: grpc.ServicerContext) -> Any:
-        group, channel, reason = self.route.choose()
-        if channel is None:
-            self.route.failed(group, grpc.StatusCode.UNAVAILABLE)
-            context.abort(grpc.StatusCode.UNAVAILABLE, reason)
+        group, channel = self._target(context)
         try:
             yield from channel.stream_stream(method)(requests, metadata=_metadata(context), timeout=context.time_remaining())
         except grpc.RpcError as err:
-            self.route.failed(group, err.code())
-            context.abort(err.code(), err.details() or "")
+            self._relay(group, err, context)

@@ -1,6 +1,7 @@
 """What an AWS account has before playbooks/infrastructure.yml runs, in a moto server: a VPC with two private
 subnets and a task security group, the initial Triton task definition (awsvpc, revisions 1 and 2), and a stand-in
-Packer manifest whose last build names the AMI. Used by tests/integration/test_infrastructure.py and by the
+Packer manifest whose last build names the AMI; for the modules' tests also an ALB, target groups and a GPU Auto
+Scaling group (`module_resources`). Used by tests/integration/test_infrastructure.py, test_tags.py and by the
 molecule scenario fleet_infrastructure (`python -m tests.harness.infrastructure prepare --state-file ...`)."""
 
 from __future__ import annotations
@@ -38,6 +39,40 @@ def network(moto: MotoServer) -> dict[str, Any]:
         for _revision in range(2)
     ]
     return {"vpc": vpc, "subnets": subnets, "security_group": sg, "task_definitions": task_definitions}
+
+
+def module_resources(moto: MotoServer, name: str) -> dict[str, Any]:
+    """`network()` and what the infrastructure modules' tests converge on besides: an ALB, each colour's target group
+    (target type ip, as awsvpc tasks register) and a GPU Auto Scaling group over both subnets, named after `name`.
+    Returns the extra vars their playbooks read: aws_endpoint_url, subnets, security_group, alb_arn, tgs ({blue,
+    green}), task_definition, asg_arn."""
+    net = network(moto)
+    ec2, elbv2, autoscaling = moto.client("ec2"), moto.client("elbv2"), moto.client("autoscaling")
+    alb = elbv2.create_load_balancer(Name=name, Subnets=net["subnets"])["LoadBalancers"][0]["LoadBalancerArn"]
+    tgs = {
+        color: elbv2.create_target_group(Name=f"{name}-{color}", Protocol="HTTP", Port=8000, VpcId=net["vpc"], TargetType="ip")[
+            "TargetGroups"
+        ][0]["TargetGroupArn"]
+        for color in ("blue", "green")
+    }
+    ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData={"ImageId": AMI, "InstanceType": "g5.xlarge"})
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        LaunchTemplate={"LaunchTemplateName": name},
+        MinSize=0,
+        MaxSize=2,
+        VPCZoneIdentifier=",".join(net["subnets"]),
+    )
+    asg_arn = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]["AutoScalingGroupARN"]
+    return {
+        "aws_endpoint_url": moto.endpoint,
+        "subnets": net["subnets"],
+        "security_group": net["security_group"],
+        "alb_arn": alb,
+        "tgs": tgs,
+        "task_definition": net["task_definitions"][0],
+        "asg_arn": asg_arn,
+    }
 
 
 # The model host path the harness's AMI was baked with: not packer's default, so a value taken from elsewhere shows.

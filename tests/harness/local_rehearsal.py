@@ -1,6 +1,7 @@
 """deploy.yml on inventories/local against a moto server on a free port: the local rehearsal as the tests run it.
 
-Used by tests/integration/test_deploy_local.py (one deployment its cases share) and test_dry_run.py (an empty account).
+Used by tests/integration/test_deploy_local.py (one deployment its cases share) and test_dry_run.py (an empty account);
+the benchmarks on the local rehearsal (bench/deploy_local.py, dry_run.py, rollback_cutover.py) take `standby()`.
 """
 
 from __future__ import annotations
@@ -8,12 +9,15 @@ from __future__ import annotations
 from .ansible import REPO_ROOT, PlaybookRun, run_playbook
 from .moto import MotoServer
 
-# The standby container the cutover gates on; test_dry_run.py takes the next ports for its own.
-STANDBY = {
-    "container_name": "inferops-test-local-rehearsal-standby",
-    "port": 18100,
-    "model_repository": str(REPO_ROOT / "examples" / "model_repository"),
-}
+
+def standby(container_name: str, port: int) -> dict:
+    """`deploy_local_standby` (inventories/local): the standby container the cutover gates on, serving the example
+    model repository; each test or benchmark names its own container and host port so that runs do not clash."""
+    return {"container_name": container_name, "port": port, "model_repository": str(REPO_ROOT / "examples" / "model_repository")}
+
+
+# The tests' standby; test_dry_run.py takes the next ports for its own.
+STANDBY = standby("inferops-test-local-rehearsal-standby", 18100)
 
 
 def extra_vars(moto: MotoServer) -> dict:

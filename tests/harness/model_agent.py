@@ -50,7 +50,7 @@ from .ansible import ensure_collection_link
 from .awsvpc import AwsvpcNetwork, AwsvpcTask
 from .images import task_image
 from .moto import ACCOUNT_ID, REGION, MotoServer
-from .ports import free_port, wait_until
+from .ports import free_port, stop_detached, wait_until
 from .triton import REPO_ROOT, TritonServer
 
 PROGRAM_BUILD_DIR = REPO_ROOT / ".cache" / "model-agent"
@@ -381,8 +381,6 @@ def main(argv: list[str] | None = None) -> int:
     its URL and pid in the state file; `down` stops it. For molecule/new_instance, whose container shares the
     host's network."""
     import argparse
-    import signal
-    import time
 
     parser = argparse.ArgumentParser(prog="python -m tests.harness.model_agent")
     parser.add_argument("command", choices=["up", "down", "serve"])
@@ -405,13 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO_ROOT)
             wait_until(args.state_file.exists, 30, "stand-in instance endpoints")
         return 0
-    if state.get("pid"):
-        try:
-            os.kill(state["pid"], signal.SIGTERM)
-            time.sleep(0.2)
-        except ProcessLookupError:
-            pass
-    args.state_file.unlink(missing_ok=True)
+    stop_detached(args.state_file, grace_s=0.2)
     return 0
 
 

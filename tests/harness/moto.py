@@ -10,7 +10,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from .ports import free_port, wait_until
+from .ports import free_port, stop_detached, wait_until
 
 REGION = "us-east-1"
 # moto's fixed account id; not a real account.
@@ -107,8 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     plus whatever prepare adds)."""
     import argparse
     import json
-    import signal
-    import time
 
     parser = argparse.ArgumentParser(prog="python -m tests.harness.moto")
     parser.add_argument("command", choices=["up", "down"])
@@ -121,13 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             pid = server._proc.pid  # type: ignore[union-attr]
             args.state_file.write_text(json.dumps({"pid": pid, "port": server.port, "endpoint": server.endpoint}, indent=1))
         return 0
-    if state.get("pid"):
-        try:
-            os.kill(state["pid"], signal.SIGTERM)
-            time.sleep(0.5)
-        except ProcessLookupError:
-            pass
-    args.state_file.unlink(missing_ok=True)
+    stop_detached(args.state_file, grace_s=0.5)
     return 0
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .ansible import PlaybookRun, run_playbook
+from .docker_triton import TritonInDocker
 from .images import TRITON_CPU_BASE, triton_cpu_base
-from .ports import free_port, wait_until
+from .ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "triton_image_build.yml"
@@ -91,7 +92,7 @@ def image_size_bytes(ref: str) -> int:
     return int(out.stdout.strip())
 
 
-class TritonContainer:
+class TritonContainer(TritonInDocker):
     """`docker run` of the role's image with a host model repository mounted read-only at /models."""
 
     def __init__(
@@ -114,6 +115,10 @@ class TritonContainer:
         self.url = f"127.0.0.1:{self.http_port}"
         self.started_at: float | None = None
 
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.url}"
+
     def start(self) -> TritonContainer:
         cmd = ["docker", "run", "-d", "--name", self.name, f"--shm-size={self.shm_mb}m"]
         cmd += ["-p", f"127.0.0.1:{self.http_port}:8000", "-p", f"127.0.0.1:{self.metrics_port}:8002"]
@@ -128,16 +133,6 @@ class TritonContainer:
         out = subprocess.run(["docker", "wait", self.name], capture_output=True, text=True, timeout=timeout_s, check=True)
         return int(out.stdout.strip())
 
-    def running(self) -> bool:
-        out = subprocess.run(
-            ["docker", "inspect", "--format", "{{.State.Running}}", self.name], check=False, capture_output=True, text=True
-        )
-        return out.stdout.strip() == "true"
-
-    def logs(self) -> str:
-        proc = subprocess.run(["docker", "logs", self.name], check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return proc.stdout
-
     def healthcheck(self, *args: str) -> tuple[int, str]:
         """Run the image's health check inside the container (as ECS does); (exit code, its output)."""
         proc = subprocess.run(
@@ -149,34 +144,12 @@ class TritonContainer:
         )
         return proc.returncode, (proc.stdout + proc.stderr).strip()
 
-    def _http_status(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(f"http://{self.url}{path}", timeout=2) as resp:
-                return resp.status
-        except urllib.error.HTTPError as err:
-            return err.code
-
-    def wait_ready(self, timeout_s: float = 120) -> float:
-        """Seconds from `docker run` to /v2/health/ready answering 200."""
-
-        def ready() -> bool:
-            if not self.running():
-                raise RuntimeError(f"container {self.name} exited:\n{self.logs()[-3000:]}")
-            return self._http_status("/v2/health/ready") == 200
-
-        wait_until(ready, timeout_s, f"tritonserver in {self.name}", interval_s=0.1)
-        assert self.started_at is not None
-        return time.monotonic() - self.started_at
-
     def stop(self, timeout_s: int = 60) -> tuple[float, int]:
         """`docker stop -t timeout_s`: (seconds it took, the container's exit code)."""
         started = time.monotonic()
         subprocess.run(["docker", "stop", "-t", str(timeout_s), self.name], check=True, capture_output=True, timeout=timeout_s + 30)
         took = time.monotonic() - started
-        code = subprocess.run(
-            ["docker", "inspect", "--format", "{{.State.ExitCode}}", self.name], check=False, capture_output=True, text=True
-        )
-        return took, int(code.stdout.strip())
+        return took, self.exit_code()
 
     def remove(self) -> None:
         subprocess.run(["docker", "rm", "-f", self.name], check=False, capture_output=True)

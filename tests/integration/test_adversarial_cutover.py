@@ -20,10 +20,17 @@ from pathlib import Path
 import pytest
 
 from tests.harness.ansible import REPO_ROOT, PlaybookRun, playbook_env, run_playbook
-from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.bluegreen import (
+    ALARM,
+    CUTOVER_PLAYBOOK,
+    EMERGENCY_PLAYBOOK,
+    LEDGER_BUCKET,
+    BlueGreenApp,
+    create_app,
+    rollback_traffic_vars,
+)
 
 REFUSED_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "bluegreen_refused.yml"
-EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_traffic.yml"
 LOCK_PREFIX = "inferops:cutover-lock:"
 
 
@@ -80,22 +87,8 @@ def bluegreen_modules(app: BlueGreenApp) -> list[int]:
     return found
 
 
-LEDGER_BUCKET = "triton-models"
-
-
 def emergency(app: BlueGreenApp, **extra: object) -> tuple[PlaybookRun, dict]:
-    s3 = app.moto.client("s3")
-    if LEDGER_BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
-        s3.create_bucket(Bucket=LEDGER_BUCKET)
-    extra_vars = {
-        "aws_region": "us-east-1",
-        "aws_endpoint_url": app.moto.endpoint,
-        "rollback_cutover_cluster": "inference",
-        "rollback_cutover_name": "triton",
-        "fleet_iam_model_bucket": LEDGER_BUCKET,  # where the release ledger is (docs/runbook.md)
-        "fleet_iam_model_prefix": "models/",
-    }
-    run = run_playbook(EMERGENCY_PLAYBOOK, {**extra_vars, **extra}, env=app.moto.env())
+    run = run_playbook(EMERGENCY_PLAYBOOK, {**rollback_traffic_vars(app), **extra}, env=app.moto.env())
     return run, run.result("Put production traffic back on the previous colour")
 
 

@@ -10,13 +10,12 @@ target's policies (AWS deletes them), so a colour's policies are read only while
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from tests.harness.ansible import run_playbook
 from tests.harness.autoscaling import AUTOSCALING_PLAYBOOK, REPO_ROOT, policies, scale_in_suspended, scale_live, scaling_args, targets
-from tests.harness.bluegreen import ALARM, APP, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.bluegreen import APP, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
 
 ONE_TASK = REPO_ROOT / "tests" / "integration" / "playbooks" / "autoscaling_module.yml"
 POLICIES = [f"{APP}-step-scale-in", f"{APP}-step-scale-out", f"{APP}-target-tracking"]
@@ -36,16 +35,6 @@ def cutover(app: BlueGreenApp, td: str, **overrides):
     args = app.module_args(td, autoscaling=True, **overrides)
     run = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, diff=True, env=app.moto.env())
     return run, run.result("Cutover")
-
-
-def alarm_once_it_has_traffic(app: BlueGreenApp, color: str) -> None:
-    """The alarm gate fires once `color` has production traffic (a cutover does not start while an alarm is in ALARM)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if app.weights()[color] > 0:
-            app.moto.client("cloudwatch").set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason="test")
-            return
-        time.sleep(0.1)
 
 
 def step_alarm_actions(app: BlueGreenApp) -> dict[str, list[str]]:
@@ -174,7 +163,7 @@ def test_cutover_there_and_back_with_autoscaling(app):
 
     # an alarm fires during the next release's bake: rolled back, the target stays on green with scale-in restored
     app.register_targets("blue", 6)
-    alarm = threading.Thread(target=alarm_once_it_has_traffic, args=(app, "blue"))
+    alarm = threading.Thread(target=app.alarm_once_it_has_traffic, args=("blue", "test"))
     alarm.start()
     run, res = cutover(app, "triton:3", traffic_steps=[50, 100], bake_time_s=30)
     alarm.join()

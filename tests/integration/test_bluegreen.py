@@ -149,23 +149,12 @@ def test_rollback_on_a_failed_gate(app, playbook, routes):
 
 
 def test_rollback_on_an_alarm_during_bake(app, playbook, routes):
-    cloudwatch = app.moto.client("cloudwatch")
-    seen_split = threading.Event()
-
-    def raise_alarm_during_bake() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if app.weights()["green"] == 10:
-                seen_split.set()
-                cloudwatch.set_alarm_state(AlarmName=ALARM, StateValue="ALARM", StateReason="5xx from green")
-                return
-            time.sleep(0.1)
-
-    thread = threading.Thread(target=raise_alarm_during_bake)
+    raised: list[bool] = []
+    thread = threading.Thread(target=lambda: raised.append(app.alarm_once_it_has_traffic("green", "5xx from green", 60)))
     thread.start()
     run_, res = run(app, playbook, traffic_steps=[10, 100], bake_time_s=20, **triton_args(routes))
     thread.join()
-    assert seen_split.is_set()
+    assert raised == [True]
     assert run_.rc != 0
     assert f"alarm {ALARM} is ALARM" in res["rollback"]["reason"]
     assert ("traffic 10%", "failed") in phases(res) and ("traffic 100%", "ok") not in phases(res)

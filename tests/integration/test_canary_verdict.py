@@ -21,7 +21,7 @@ import pytest
 from tests.harness.alb import AlbRoute
 from tests.harness.ansible import run_playbook
 from tests.harness.bluegreen import ALARM, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
-from tests.harness.canary import MODEL, PacedClients, SidecarStandIn, hook_function, queue_hook_answers
+from tests.harness.canary import MODEL, PacedClients, SidecarStandIn, canary_cutover_args, hook_function, queue_hook_answers
 from tests.harness.triton import TritonServer, write_model
 
 ALARM_THRESHOLD_PER_MINUTE = 5  # roles/fleet_alarms: fleet_alarms_target_5xx_threshold
@@ -32,15 +32,11 @@ def start_fleet(moto, tmp: Path, green_fail_every: int) -> tuple[BlueGreenApp, d
     """Blue live (1 task, a healthy model), green's task ready (its model failing every Nth request, or not), each
     a real tritonserver registered in its colour's target group as ECS would register the task."""
     app = create_app(moto, live_tasks=1)
-    elbv2 = moto.client("elbv2")
     servers = {}
     for color, fail_every in (("blue", 0), ("green", green_fail_every)):
-        stale = [t["Target"] for t in elbv2.describe_target_health(TargetGroupArn=app.target_groups[color])["TargetHealthDescriptions"]]
-        if stale:
-            elbv2.deregister_targets(TargetGroupArn=app.target_groups[color], Targets=stale)
         write_model(tmp / color, MODEL, offset=1.0, fail_every=fail_every)
         servers[color] = TritonServer(tmp / color, tmp, models=(MODEL,)).start()
-        elbv2.register_targets(TargetGroupArn=app.target_groups[color], Targets=[{"Id": "127.0.0.1", "Port": servers[color].http_port}])
+        app.serve_only(color, servers[color].http_port)
     moto.client("cloudwatch").set_alarm_state(AlarmName=ALARM, StateValue="OK", StateReason="no 5xx")
     return app, servers
 
@@ -62,19 +58,7 @@ def fleet(moto_server, tmp_path) -> Iterator[Any]:
 
 
 def cutover(app: BlueGreenApp, test_url: str, check: bool = False, **overrides: Any) -> tuple[Any, dict]:
-    args = app.module_args(
-        app.task_definitions[1],
-        desired_count=1,
-        test_route_url=test_url,
-        traffic_steps=[50, 100],
-        bake_time_s=5,
-        watch_interval_s=1,
-        old_color="keep",
-        gates={"timeout_s": 30, "interval_s": 1, "expected_models": [MODEL]},
-        timeouts={"standby_up_s": 30, "poll_interval_s": 1},
-        canary=CANARY,
-    )
-    args.update(overrides)
+    args = canary_cutover_args(app, app.task_definitions[1], test_url, **{"canary": CANARY, **overrides})
     run = run_playbook(CUTOVER_PLAYBOOK, {"bg_args": args}, check=check, env=app.moto.env())
     return run, run.result("Cutover")
 

@@ -22,30 +22,21 @@ from tests.fixtures.al2023.gpu_health_drill import (
     TRANSIENT_SCENARIOS,
     GpuHealthDrill,
     dcgm_episodes,
+    drill_on_moto,
 )
-from tests.harness.moto import MotoServer
 from tests.harness.ports import wait_until
 
 
 @pytest.fixture(scope="module")
 def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuHealthDrill]:
-    workdir = tmp_path_factory.mktemp("gpu_health")
-    moto = MotoServer(workdir).start()
-    drill = GpuHealthDrill(moto, workdir)
-    try:
+    with drill_on_moto(tmp_path_factory.mktemp("gpu_health")) as drill:
         yield drill
-    finally:
-        drill.close()
-        moto.stop()
 
 
 @pytest.fixture
 def watching(drill: GpuHealthDrill) -> Iterator[GpuHealthDrill]:
-    drill.start()
-    try:
+    with drill.watching():
         yield drill
-    finally:
-        drill.stop()
 
 
 def test_an_xid_79_drains_the_container_instance_and_marks_the_instance_unhealthy(watching):
@@ -153,23 +144,14 @@ def test_repeated_nvlink_errors_within_the_window_drain(watching):
 
 @pytest.fixture(scope="module")
 def dcgm_drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuHealthDrill]:
-    workdir = tmp_path_factory.mktemp("gpu_health_dcgm")
-    moto = MotoServer(workdir).start()
-    drill = GpuHealthDrill(moto, workdir, dcgm=True)
-    try:
+    with drill_on_moto(tmp_path_factory.mktemp("gpu_health_dcgm"), dcgm=True) as drill:
         yield drill
-    finally:
-        drill.close()
-        moto.stop()
 
 
 @pytest.fixture
 def dcgm_watching(dcgm_drill: GpuHealthDrill) -> Iterator[GpuHealthDrill]:
-    dcgm_drill.start()
-    try:
+    with dcgm_drill.watching():
         yield dcgm_drill
-    finally:
-        dcgm_drill.stop()
 
 
 def test_the_watcher_reads_dcgm_where_it_answers(dcgm_watching):

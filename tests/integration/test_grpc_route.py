@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.harness.ansible import REPO_ROOT, run_playbook
-from tests.harness.bluegreen import CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.ansible import run_playbook
+from tests.harness.bluegreen import CUTOVER_PLAYBOOK, EMERGENCY_PLAYBOOK, BlueGreenApp, create_app, rollback_traffic_vars
 from tests.harness.moto import MotoServer
 
 ROLES = Path(__file__).parent / "playbooks" / "grpc_route_roles.yml"
 GRPC_ROUTE_TASK = "inferops.triton_ecs.fleet_load_balancing : The gRPC production route and test listener, created with the production route's live colour"
-EMERGENCY_PLAYBOOK = REPO_ROOT / "playbooks" / "rollback_traffic.yml"
 GRPC_PATHS = ["/inference.GRPCInferenceService/*"]
 
 
@@ -118,8 +117,7 @@ def test_the_emergency_rollback_moves_the_grpc_route_back_with_the_http_one(moto
     assert cutover.rc == 0, cutover.stdout[-3000:]
     assert app.weights() == grpc_weights(app) == {"blue": 0, "green": 100}
 
-    extra = {"aws_region": "us-east-1", "aws_endpoint_url": moto_server.endpoint, "rollback_cutover_cluster": "inference"}
-    extra["rollback_cutover_name"] = "triton"
+    extra = rollback_traffic_vars(app)
     planned = run_playbook(EMERGENCY_PLAYBOOK, extra, check=True, env=moto_server.env())
     result = planned.result("Put production traffic back on the previous colour")
     assert result["actions"][:2] == ["set production weights blue=100 green=0", "set gRPC weights blue=100 green=0"]

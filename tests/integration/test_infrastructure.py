@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.harness.ansible import REPO_ROOT, run_playbook
-from tests.harness.infrastructure import AMI, APP, CLUSTER, MODEL_HOST_PATH, network, packer_manifest
+from tests.harness.infrastructure import AMI, APP, CLUSTER, MODEL_HOST_PATH, module_resources, network, packer_manifest
 from tests.harness.moto import REGION, MotoServer
 
 PLAYBOOK = REPO_ROOT / "playbooks" / "infrastructure.yml"
@@ -322,36 +322,12 @@ def test_a_new_ami_waits_for_its_gated_rollout(moto_server: MotoServer, tmp_path
 
 
 def test_modules_four_steps_and_bad_input(moto_server: MotoServer) -> None:
-    net = network(moto_server)
-    ec2, elbv2, autoscaling = moto_server.client("ec2"), moto_server.client("elbv2"), moto_server.client("autoscaling")
-    alb = elbv2.create_load_balancer(Name="shared", Subnets=net["subnets"])["LoadBalancers"][0]["LoadBalancerArn"]
-    tgs = {
-        color: elbv2.create_target_group(Name=f"mod-{color}", Protocol="HTTP", Port=8000, VpcId=net["vpc"], TargetType="ip")[
-            "TargetGroups"
-        ][0]["TargetGroupArn"]
-        for color in ("blue", "green")
-    }
+    variables = module_resources(moto_server, "mod")
+    elbv2, autoscaling = moto_server.client("elbv2"), moto_server.client("autoscaling")
+    alb, tgs = variables["alb_arn"], variables["tgs"]
     not_found = {"Type": "fixed-response", "FixedResponseConfig": {"StatusCode": "404"}}
     shared = elbv2.create_listener(LoadBalancerArn=alb, Protocol="HTTP", Port=80, DefaultActions=[not_found])["Listeners"][0]["ListenerArn"]
-    ec2.create_launch_template(LaunchTemplateName="mod", LaunchTemplateData={"ImageId": AMI, "InstanceType": "g5.xlarge"})
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName="mod",
-        LaunchTemplate={"LaunchTemplateName": "mod"},
-        MinSize=0,
-        MaxSize=2,
-        VPCZoneIdentifier=",".join(net["subnets"]),
-    )
-    asg_arn = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["mod"])["AutoScalingGroups"][0]["AutoScalingGroupARN"]
-    variables = {
-        "aws_endpoint_url": moto_server.endpoint,
-        "subnets": net["subnets"],
-        "security_group": net["security_group"],
-        "alb_arn": alb,
-        "shared_listener_arn": shared,
-        "tgs": tgs,
-        "task_definition": net["task_definitions"][0],
-        "asg_arn": asg_arn,
-    }
+    variables["shared_listener_arn"] = shared
     result = run_playbook(PLAYBOOKS / "infrastructure_modules.yml", extra_vars=variables, env=moto_server.env())
     assert result.rc == 0, f"{result.failed_tasks}\n{result.stdout[-4000:]}"
 

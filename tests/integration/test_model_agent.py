@@ -27,6 +27,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models import
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manifest import manifest_key, parse_manifest
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.transfer import UploadSettings
+from tests.harness.clients import ClientThreads
 from tests.harness.model_agent import SimulatedInstance, write_release
 from tests.harness.model_versions import make_version
 
@@ -73,17 +74,16 @@ def fleet(shared_s3_moto_server, tmp_path):
     fleet.close()
 
 
-class Clients:
+class Clients(ClientThreads):
     """Two client threads per tritonserver sending requests (no version named) until stopped; counts failures."""
 
     def __init__(self, tritons) -> None:
-        self.stop = threading.Event()
         self.sent = 0
         self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in tritons for _client in range(2)]
+        super().__init__([(t,) for t in tritons for _client in range(2)])
 
     def _run(self, triton) -> None:
-        while not self.stop.is_set():
+        while not self.stop_event.is_set():
             try:
                 answer = triton.infer(MODEL, [10.0])[0] - 10.0
                 if answer not in (1.0, 2.0):
@@ -91,16 +91,6 @@ class Clients:
             except Exception as err:  # any client-side failure is a failed request
                 self.failed.append(f"{type(err).__name__}: {err}")
             self.sent += 1
-
-    def __enter__(self) -> Clients:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(30)
 
 
 def serving_everywhere(version: int):

@@ -19,14 +19,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.harness import aws_calls
-from tests.harness.ansible import REPO_ROOT, run_playbook
+from tests.harness.ansible import run_playbook
 from tests.harness.autoscaling import AUTOSCALING_PLAYBOOK, policies, scaling_args, targets
-from tests.harness.bluegreen import ALARM, APP, CUTOVER_PLAYBOOK, BlueGreenApp, create_app
+from tests.harness.bluegreen import ALARM, APP, CUTOVER_PLAYBOOK, EMERGENCY_PLAYBOOK, BlueGreenApp, create_app, rollback_traffic_vars
 
 FULL = 4
 NEW_TD = "triton:2"
 POLICIES = [f"{APP}-step-scale-in", f"{APP}-step-scale-out", f"{APP}-target-tracking"]
-LEDGER_BUCKET = "triton-models"  # where the emergency rollback's release ledger goes (tests/integration/test_adversarial_cutover.py)
 
 
 class TargetFollower:
@@ -271,19 +270,10 @@ def test_the_emergency_rollback_moves_traffic_at_once_and_scales_the_shrunk_colo
     app.elbv2().add_tags(
         ResourceArns=[app.listener_arn], Tags=[{"Key": "inferops:cutover", "Value": "from=blue to=green task_definition=triton:2 count=4"}]
     )
-    s3 = app.moto.client("s3")
-    s3.create_bucket(Bucket=LEDGER_BUCKET)
-    extra_vars = {
-        "aws_region": "us-east-1",
-        "aws_endpoint_url": app.moto.endpoint,
-        "rollback_cutover_cluster": "inference",
-        "rollback_cutover_name": "triton",
-        "fleet_iam_model_bucket": LEDGER_BUCKET,
-        "fleet_iam_model_prefix": "models/",
-    }
+    extra_vars = rollback_traffic_vars(app)
     with TargetFollower(app):
         time.sleep(1)  # the follower registers the targets the colours want, as ECS would
-        run_ = run_playbook(REPO_ROOT / "playbooks" / "rollback_traffic.yml", extra_vars, env=app.moto.env())
+        run_ = run_playbook(EMERGENCY_PLAYBOOK, extra_vars, env=app.moto.env())
     res = run_.result("Put production traffic back on the previous colour")
     assert run_.rc == 0, res.get("msg")
     assert res["actions"] == [

@@ -11,7 +11,6 @@ model_release writes them (schema 2, bound to task definition revisions). Run un
 
 from __future__ import annotations
 
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module im
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.publish import publish_version
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import build_release, release_key, render_release
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._triton_client import TritonClient
+from tests.harness.clients import ClientThreads
 from tests.harness.model_agent import SimulatedInstance
 from tests.harness.model_versions import make_version
 
@@ -48,32 +48,21 @@ class Records:
         self.s3.delete_object(Bucket=self.bucket, Key=release_key(PREFIX, APP, name))
 
 
-class Answers:
+class Answers(ClientThreads):
     """A client per colour asking the model (no version named) until stopped; which versions answered."""
 
     def __init__(self, tritons: dict[str, Any]) -> None:
-        self.stop = threading.Event()
         self.seen: dict[str, set[float]] = {colour: set() for colour in tritons}
         self.failed: list[str] = []
-        self.threads = [threading.Thread(target=self._run, args=(c, t), daemon=True) for c, t in tritons.items()]
+        super().__init__(tritons.items())
 
     def _run(self, colour: str, task: Any) -> None:
         client = TritonClient(task.url, timeout_s=10)
-        while not self.stop.is_set():
+        while not self.stop_event.is_set():
             try:
                 self.seen[colour].add(infer(client) - 10.0)
             except Exception as err:  # any client-side failure is a failed request
                 self.failed.append(f"{colour}: {type(err).__name__}: {err}")
-
-    def __enter__(self) -> Answers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(30)
 
 
 def infer(client: TritonClient) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.harness.ansible import run_playbook
-from tests.harness.infrastructure import AMI, network
+from tests.harness.infrastructure import module_resources
 from tests.harness.moto import MotoServer
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "tags_modules.yml"
@@ -18,36 +18,6 @@ LOCK_TAGS = {
     "inferops:cutover-lock:ci-1": "since=1 expires=600 by=ci@host 1",
     "inferops:cutover": "from=blue to=green task_definition=triton:1",
 }
-
-
-def prepare(moto: MotoServer) -> dict:
-    net = network(moto)
-    ec2, elbv2, autoscaling = moto.client("ec2"), moto.client("elbv2"), moto.client("autoscaling")
-    alb = elbv2.create_load_balancer(Name="tags", Subnets=net["subnets"])["LoadBalancers"][0]["LoadBalancerArn"]
-    tgs = {
-        color: elbv2.create_target_group(Name=f"tags-{color}", Protocol="HTTP", Port=8000, VpcId=net["vpc"], TargetType="ip")[
-            "TargetGroups"
-        ][0]["TargetGroupArn"]
-        for color in ("blue", "green")
-    }
-    ec2.create_launch_template(LaunchTemplateName="tags", LaunchTemplateData={"ImageId": AMI, "InstanceType": "g5.xlarge"})
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName="tags",
-        LaunchTemplate={"LaunchTemplateName": "tags"},
-        MinSize=0,
-        MaxSize=2,
-        VPCZoneIdentifier=net["subnets"][0],
-    )
-    asg_arn = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["tags"])["AutoScalingGroups"][0]["AutoScalingGroupARN"]
-    return {
-        "aws_endpoint_url": moto.endpoint,
-        "subnets": net["subnets"],
-        "security_group": net["security_group"],
-        "alb_arn": alb,
-        "tgs": tgs,
-        "task_definition": net["task_definitions"][0],
-        "asg_arn": asg_arn,
-    }
 
 
 def ecs_tags(resource: dict) -> dict[str, str]:
@@ -59,7 +29,7 @@ def elbv2_tags(elbv2, arn: str) -> dict[str, str]:
 
 
 def test_tags_converge_on_every_module_and_purge_keeps_the_cutover_lock(moto_server: MotoServer) -> None:
-    variables = prepare(moto_server)
+    variables = module_resources(moto_server, "tags")
     created = run_playbook(PLAYBOOK, extra_vars={**variables, "phase": "create"}, env=moto_server.env())
     assert created.rc == 0, f"{created.failed_tasks}\n{created.stdout[-4000:]}"
 

@@ -195,6 +195,7 @@ PARAMS = {
     "tags": {"team": "ml"},
     "region": "us-east-1",
 }
+TEMPLATE_ID = "lt-0123456789abcdef0"
 WANTED = {
     "ImageId": "ami-0123456789abcdef0",
     "InstanceType": "p5.48xlarge",
@@ -209,6 +210,24 @@ WANTED = {
 }
 
 
+def expect_existing_template_reads(stub: Stubber, data: dict[str, Any], latest_version: int = 3, tags: list | None = None) -> None:
+    """The reads of a run on the existing template triton-gpu: the instance type, the template (default version 3,
+    tagged team=ml unless `tags`) and its default version's `data`."""
+    template = {
+        "LaunchTemplateId": TEMPLATE_ID,
+        "DefaultVersionNumber": 3,
+        "LatestVersionNumber": latest_version,
+        "Tags": tags or [{"Key": "team", "Value": "ml"}],
+    }
+    stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
+    stub.add_response("describe_launch_templates", {"LaunchTemplates": [template]}, {"LaunchTemplateNames": ["triton-gpu"]})
+    stub.add_response(
+        "describe_launch_template_versions",
+        {"LaunchTemplateVersions": [{"VersionNumber": 3, "LaunchTemplateData": data}]},
+        {"LaunchTemplateId": TEMPLATE_ID, "Versions": ["3"]},
+    )
+
+
 def test_the_module_creates_a_reserved_p5_template_as_ec2_takes_it():
     ec2, stub = stubbed_ec2()
     stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
@@ -217,7 +236,7 @@ def test_the_module_creates_a_reserved_p5_template_as_ec2_takes_it():
     )
     stub.add_response(
         "create_launch_template",
-        {"LaunchTemplate": {"LaunchTemplateId": "lt-0123456789abcdef0", "DefaultVersionNumber": 1, "LatestVersionNumber": 1}},
+        {"LaunchTemplate": {"LaunchTemplateId": TEMPLATE_ID, "DefaultVersionNumber": 1, "LatestVersionNumber": 1}},
         {
             "LaunchTemplateName": "triton-gpu",
             "LaunchTemplateData": WANTED,
@@ -228,39 +247,27 @@ def test_the_module_creates_a_reserved_p5_template_as_ec2_takes_it():
     with stub:
         result = lt.ensure(ec2, PARAMS, False)
     stub.assert_no_pending_responses()
-    assert result["changed"] and result["default_version"] == 1 and result["template_id"] == "lt-0123456789abcdef0"
+    assert result["changed"] and result["default_version"] == 1 and result["template_id"] == TEMPLATE_ID
     assert result["mixed_instances_policy"] is None
     assert result["capacity"]["kind"] == "capacity-reservation" and result["capacity"]["per_instance"]["gpus"] == 8
 
 
 def test_the_module_makes_a_new_default_version_when_the_data_differs_and_nothing_when_it_does_not():
     ec2, stub = stubbed_ec2()
-    template = {
-        "LaunchTemplateId": "lt-0123456789abcdef0",
-        "DefaultVersionNumber": 3,
-        "LatestVersionNumber": 4,
-        "Tags": [{"Key": "team", "Value": "ml"}],
-    }
     old = {k: v for k, v in WANTED.items() if k != "CapacityReservationSpecification"}
     for data in (old, WANTED):
-        stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
-        stub.add_response("describe_launch_templates", {"LaunchTemplates": [template]}, {"LaunchTemplateNames": ["triton-gpu"]})
-        stub.add_response(
-            "describe_launch_template_versions",
-            {"LaunchTemplateVersions": [{"VersionNumber": 3, "LaunchTemplateData": data}]},
-            {"LaunchTemplateId": "lt-0123456789abcdef0", "Versions": ["3"]},
-        )
+        expect_existing_template_reads(stub, data, latest_version=4)
         if data is old:
             stub.add_response(
                 "create_launch_template_version",
                 {"LaunchTemplateVersion": {"VersionNumber": 5}},
                 {
-                    "LaunchTemplateId": "lt-0123456789abcdef0",
+                    "LaunchTemplateId": TEMPLATE_ID,
                     "LaunchTemplateData": WANTED,  # the whole data: no SourceVersion, so nothing of version 3 lingers
                     "VersionDescription": "fleet_capacity: capacity-reservation, p5.48xlarge",
                 },
             )
-            stub.add_response("modify_launch_template", {}, {"LaunchTemplateId": "lt-0123456789abcdef0", "DefaultVersion": "5"})
+            stub.add_response("modify_launch_template", {}, {"LaunchTemplateId": TEMPLATE_ID, "DefaultVersion": "5"})
     with stub:
         first = lt.ensure(ec2, PARAMS, False)
         second = lt.ensure(ec2, PARAMS, False)
@@ -274,20 +281,8 @@ def test_keep_image_leaves_the_live_ami_and_names_the_new_one():
     """An existing fleet asked for another AMI with keep_image: no version is written for the image (roll_ami.yml
     brings it), the other settings still converge, and a new template takes the AMI asked for."""
     ec2, stub = stubbed_ec2()
-    template = {
-        "LaunchTemplateId": "lt-0123456789abcdef0",
-        "DefaultVersionNumber": 3,
-        "LatestVersionNumber": 3,
-        "Tags": [{"Key": "team", "Value": "ml"}],
-    }
     for _run in ("another AMI", "the live AMI"):
-        stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
-        stub.add_response("describe_launch_templates", {"LaunchTemplates": [template]}, {"LaunchTemplateNames": ["triton-gpu"]})
-        stub.add_response(
-            "describe_launch_template_versions",
-            {"LaunchTemplateVersions": [{"VersionNumber": 3, "LaunchTemplateData": WANTED}]},
-            {"LaunchTemplateId": "lt-0123456789abcdef0", "Versions": ["3"]},
-        )
+        expect_existing_template_reads(stub, WANTED)
     with stub:
         kept = lt.ensure(ec2, {**PARAMS, "image_id": "ami-0fedcba9876543210", "keep_image": True}, False)
         same = lt.ensure(ec2, {**PARAMS, "keep_image": True}, False)
@@ -377,21 +372,9 @@ def test_the_preflight_reads_the_reservation_and_counts_every_type():
 
 def test_tags_converge_without_a_new_version():
     ec2, stub = stubbed_ec2()
-    template = {
-        "LaunchTemplateId": "lt-0123456789abcdef0",
-        "DefaultVersionNumber": 3,
-        "LatestVersionNumber": 3,
-        "Tags": [{"Key": "team", "Value": "ml"}, {"Key": "by-hand", "Value": "x"}],
-    }
-    stub.add_response("describe_instance_types", {"InstanceTypes": [described("p5.48xlarge")]}, {"InstanceTypes": ["p5.48xlarge"]})
-    stub.add_response("describe_launch_templates", {"LaunchTemplates": [template]}, {"LaunchTemplateNames": ["triton-gpu"]})
-    stub.add_response(
-        "describe_launch_template_versions",
-        {"LaunchTemplateVersions": [{"VersionNumber": 3, "LaunchTemplateData": WANTED}]},
-        {"LaunchTemplateId": "lt-0123456789abcdef0", "Versions": ["3"]},
-    )
-    stub.add_response("create_tags", {}, {"Resources": ["lt-0123456789abcdef0"], "Tags": [{"Key": "team", "Value": "inference"}]})
-    stub.add_response("delete_tags", {}, {"Resources": ["lt-0123456789abcdef0"], "Tags": [{"Key": "by-hand"}]})
+    expect_existing_template_reads(stub, WANTED, tags=[{"Key": "team", "Value": "ml"}, {"Key": "by-hand", "Value": "x"}])
+    stub.add_response("create_tags", {}, {"Resources": [TEMPLATE_ID], "Tags": [{"Key": "team", "Value": "inference"}]})
+    stub.add_response("delete_tags", {}, {"Resources": [TEMPLATE_ID], "Tags": [{"Key": "by-hand"}]})
     with stub:
         result = lt.ensure(ec2, {**PARAMS, "tags": {"team": "inference"}, "purge_tags": True}, False)
     stub.assert_no_pending_responses()

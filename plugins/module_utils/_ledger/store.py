@@ -30,6 +30,12 @@ class EventNotSent(Exception):
     """The entry is in S3, but EventBridge did not take its event."""
 
 
+# Where the ledger lives: the options of both ledger modules (doc fragment inferops.triton_ecs.release_ledger).
+LEDGER_OPTIONS = dict(
+    bucket=dict(type="str", required=True),
+    prefix=dict(type="str", default=""),
+    application=dict(type="str", required=True),
+)
 EVENT_SOURCE = "inferops.triton_ecs"
 EVENT_DETAIL_TYPE = "Triton release ledger entry"
 

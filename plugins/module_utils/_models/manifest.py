@@ -55,13 +55,15 @@ def check_version(version: Any) -> int:
     return number
 
 
-def _base(prefix: str) -> str:
+def repository_base(prefix: str) -> str:
+    """The model repository's key prefix as it starts a key: without its outer slashes, then one slash (none for the
+    bucket's root). Every key under the repository starts with it: versions, release records, status objects."""
     cleaned = (prefix or "").strip("/")
     return f"{cleaned}/" if cleaned else ""
 
 
 def model_prefix(prefix: str, model: str) -> str:
-    return f"{_base(prefix)}{model}/"
+    return f"{repository_base(prefix)}{model}/"
 
 
 def version_prefix(prefix: str, model: str, version: int) -> str:

@@ -30,6 +30,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manife
     ManifestError,
     check_model_name,
     check_version,
+    repository_base,
 )
 
 RELEASE_SCHEMA = 2
@@ -77,13 +78,8 @@ def check_instance_id(instance_id: Any) -> str:
     return instance_id
 
 
-def _base(prefix: str) -> str:
-    cleaned = (prefix or "").strip("/")
-    return f"{cleaned}/" if cleaned else ""
-
-
 def releases_prefix(prefix: str, application: str) -> str:
-    return f"{_base(prefix)}releases/{check_application(application)}/"
+    return f"{repository_base(prefix)}releases/{check_application(application)}/"
 
 
 def release_key(prefix: str, application: str, name: str) -> str:
@@ -94,7 +90,7 @@ def release_key(prefix: str, application: str, name: str) -> str:
 
 
 def status_prefix(prefix: str, application: str) -> str:
-    return f"{_base(prefix)}status/{check_application(application)}/"
+    return f"{repository_base(prefix)}status/{check_application(application)}/"
 
 
 def status_key(prefix: str, application: str, instance_id: str) -> str:
