@@ -256,9 +256,7 @@ wall_s:
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ami_rollout.runner import Clients, roll_ami  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard, GuardedClock, WriteRefused  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, new_owner  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import GuardedClock, WriteRefused, discovering_guard  # noqa: E402
 
 
 def main() -> None:
@@ -315,22 +313,12 @@ def main() -> None:
         mutually_exclusive=[("listener_arn", "listener_rule_arn")],
     )
     params = module.params
-    if not 60 <= params["lock_ttl_s"] <= 86400:
-        module.fail_json(msg=f"lock_ttl_s is {params['lock_ttl_s']}: give a value between 60 and 86400")
     aws = Clients(*(client(module, s) for s in ("ec2", "ecs", "elbv2", "autoscaling", "cloudwatch")))
-    guard = CutoverGuard(ControllerWatch(), None, break_lock=params["break_lock"])
-    owner = new_owner()
     with module_errors(
         module, f"AMI rollout of {params['auto_scaling_group']}: AWS call failed", {WriteRefused: lambda e: {"msg": str(e)}}
     ):
-        result = roll_ami(
-            aws,
-            params,
-            guard,
-            GuardedClock(guard),
-            module.check_mode,
-            lambda arn: CutoverLock(aws.elbv2, arn, params["name"], owner, params["lock_ttl_s"]),
-        )
+        guard, make_lock = discovering_guard(params, aws.elbv2)
+        result = roll_ami(aws, params, guard, GuardedClock(guard), module.check_mode, make_lock)
     if result["failure"]:
         module.fail_json(msg=f"AMI rollout of {params['ami_id']} reverted: {result['failure']}", **result)
     module.exit_json(**result)

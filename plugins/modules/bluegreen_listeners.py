@@ -162,6 +162,7 @@ tags:
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.listeners import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 
 
 def main() -> None:
@@ -178,8 +179,7 @@ def main() -> None:
         initial_live_color=dict(type="str", choices=list(COLORS), default="blue"),
         production=dict(type="dict", required=True, options=dict(listener, rule=dict(type="dict", options=rule))),
         test=dict(type="dict", options=dict(listener)),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
     )
     module = aws_module(argument_spec)
     result = converge(module, ["elbv2"], ensure, f"listeners of {module.params['load_balancer_arn']}: AWS call failed")

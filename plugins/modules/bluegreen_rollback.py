@@ -157,9 +157,7 @@ wall_s:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import CutoverGuard, WriteRefused  # noqa: E402
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, new_owner  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import WriteRefused, discovering_guard  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.rollback import rollback  # noqa: E402
 
 
@@ -179,20 +177,11 @@ def main() -> None:
         mutually_exclusive=[("listener_arn", "listener_rule_arn"), ("grpc_listener_arn", "grpc_listener_rule_arn")],
     )
     params = module.params
-    if not 60 <= params["lock_ttl_s"] <= 86400:
-        module.fail_json(msg=f"lock_ttl_s is {params['lock_ttl_s']}: give a value between 60 and 86400")
     ecs = client(module, "ecs")
     elbv2 = client(module, "elbv2")
-    guard = CutoverGuard(ControllerWatch(), None, break_lock=params["break_lock"])
     with module_errors(module, f"emergency rollback of {params['name']}: AWS call failed", {WriteRefused: lambda e: {"msg": str(e)}}):
-        result = rollback(
-            ecs,
-            elbv2,
-            params,
-            guard,
-            module.check_mode,
-            lambda arn: CutoverLock(elbv2, arn, params["name"], new_owner(), params["lock_ttl_s"]),
-        )
+        guard, make_lock = discovering_guard(params, elbv2)
+        result = rollback(ecs, elbv2, params, guard, module.check_mode, make_lock)
     if result["old_capacity"]:
         module.warn(result["old_capacity"]["warning"])
     module.exit_json(**result)

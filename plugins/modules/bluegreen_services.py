@@ -224,6 +224,7 @@ tags:
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, converge  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, TARGET_GROUPS_OPTION  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.services import ensure  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._tags import TAGS_OPTIONS  # noqa: E402
 
 
 def main() -> None:
@@ -266,8 +267,7 @@ def main() -> None:
         maximum_percent=dict(type="int", default=200),
         minimum_healthy_percent=dict(type="int", default=100),
         settings_update=dict(type="str", choices=["report", "apply"], default="report"),
-        tags=dict(type="dict", aliases=["resource_tags"]),
-        purge_tags=dict(type="bool", default=True),
+        **TAGS_OPTIONS,
     )
     module = aws_module(argument_spec)
     result = converge(module, ["ecs"], ensure, f"services of {module.params['name']}: AWS call failed")

@@ -172,10 +172,11 @@ event_id:
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.identity import get_caller_identity  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.entry import KINDS, OUTCOMES, LedgerError, build_entry  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.store import LEDGER_OPTIONS, EventNotSent, append  # noqa: E402
 
-COLOR = dict(type="str", choices=["blue", "green"])
+COLOR = dict(type="str", choices=list(COLORS))
 
 
 def main() -> None:

@@ -100,6 +100,7 @@ entries_read:
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import module_errors  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.module import aws_module, client  # noqa: E402
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS  # noqa: E402
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._ledger.entry import (  # noqa: E402
     LedgerError,
     format_time,
@@ -116,7 +117,7 @@ def main() -> None:
         dict(
             **LEDGER_OPTIONS,
             at=dict(type="str"),
-            color=dict(type="str", choices=["blue", "green"]),
+            color=dict(type="str", choices=list(COLORS)),
             since=dict(type="str"),
         )
     )

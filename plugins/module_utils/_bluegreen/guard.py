@@ -9,11 +9,13 @@ even a rollback: the run that took over decides.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws.errors import InputError
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.controller_watch import ControllerWatch
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import CutoverLock, LockLost, new_owner
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import LOCK_TTL_S, CutoverLock, LockLost, new_owner
 
 __all__ = ["ControllerGone", "CutoverGuard", "GuardedClock", "LockLost", "StateChanged", "WriteRefused"]
 
@@ -107,3 +109,15 @@ def cutover_guard(params: dict[str, Any], elbv2: Any) -> CutoverGuard:
     arn = params.get("listener_rule_arn") or params["listener_arn"]
     lock = CutoverLock(elbv2, arn, params["name"], owner, params["lock_ttl_s"])
     return CutoverGuard(ControllerWatch(), lock, break_lock=params["break_lock"], keep_lock=bool(params.get("lock_owner")))
+
+
+def discovering_guard(params: dict[str, Any], elbv2: Any) -> tuple[CutoverGuard, Callable[[str], CutoverLock]]:
+    """The guard of a run that finds the application's production listener or rule itself (bluegreen_rollback,
+    ami_rollout): it holds no lock until then, and `make_lock(arn)` makes the lock once the resource is known.
+    InputError when lock_ttl_s is out of range (before any AWS call)."""
+    low, high = LOCK_TTL_S
+    if not low <= params["lock_ttl_s"] <= high:
+        raise InputError(f"lock_ttl_s is {params['lock_ttl_s']}: give a value between {low} and {high}")
+    owner = new_owner()
+    guard = CutoverGuard(ControllerWatch(), None, break_lock=params["break_lock"])
+    return guard, lambda arn: CutoverLock(elbv2, arn, params["name"], owner, params["lock_ttl_s"])

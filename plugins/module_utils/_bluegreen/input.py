@@ -14,7 +14,7 @@ from typing import Any
 
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import canary, grpc_route, hooks
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, target_group_arn_errors
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import OWNER
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.lock import LOCK_TTL_S, OWNER
 
 DAY_S = 86400
 # option -> (minimum, maximum); dotted names are suboptions. The maxima are what a cutover sensibly waits.
@@ -24,7 +24,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "bake_time_s": (0, DAY_S),
     "watch_interval_s": (1, 3600),
     "termination_wait_s": (0, DAY_S),
-    "lock_ttl_s": (60, DAY_S),
+    "lock_ttl_s": LOCK_TTL_S,
     "gates.timeout_s": (0, 3600),
     "gates.interval_s": (1, 300),
     "gates.request_timeout_s": (1, 300),

@@ -35,6 +35,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.col
 
 LOCK_PREFIX = "inferops:cutover-lock:"
 RECORD_KEY = "inferops:cutover"
+LOCK_TTL_S = (60, 86400)  # lock_ttl_s: a minute to a day
 SETTLE_S = 1.0  # longer than one AWS round trip: a racing run's write lands before the read-back
 OWNER = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _TAG_VALUE_UNSAFE = re.compile(r"[^A-Za-z0-9 _.:/=+@-]")  # what an ELBv2 tag value may not hold

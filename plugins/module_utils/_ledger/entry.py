@@ -24,6 +24,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.manife
     ManifestError,
     check_model_name,
     check_version,
+    repository_base,
 )
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._models.release import (
     ReleaseError,
@@ -95,14 +96,9 @@ def now() -> str:
 # ---------------------------------------------------------------- keys
 
 
-def _base(prefix: str) -> str:
-    cleaned = (prefix or "").strip("/")
-    return f"{cleaned}/" if cleaned else ""
-
-
 def ledger_prefix(prefix: str, application: str) -> str:
     """Where every entry of the application lives: `P/ledger/APP/`."""
-    return f"{_base(prefix)}ledger/{check_application(application)}/"
+    return f"{repository_base(prefix)}ledger/{check_application(application)}/"
 
 
 def _key_time(moment: datetime) -> str:
