@@ -214,13 +214,14 @@ class CutoverScaling:
 
 
 def ensure_live(ecs: Any, elbv2: Any, aas: Any, cloudwatch: Any, params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
-    """The bluegreen_autoscaling module's run: the colour AWS shows live (`application.py`) gets the scalable target
+    """The bluegreen_autoscaling module's run: the colour AWS shows live (read by `application.py`) gets the scalable target
     and policies. Nothing is done while it runs no tasks (the first cutover is still to come: a target now would scale
     an ungated revision up), and a maximum below what production runs is refused before any write."""
-    app = application.observe(ecs, elbv2, application.from_options(params))
+    app = application.from_options(params)
+    application.read_route(elbv2, app.http)  # the live colour, and its service: no target health needed here
     live = app.live
     name = app.service_names[live]
-    service = app.services.get(name)
+    service = application.describe_services(ecs, app.cluster, app.name).get(name)
     if service is None or service.get("status") != "ACTIVE":
         raise InputError(f"service {name} does not exist in cluster {params['cluster']}: create it first (role fleet_services)")
     if int(service.get("desiredCount", 0)) == 0:

@@ -19,7 +19,7 @@ from ansible_collections.inferops.triton_ecs.plugins.module_utils._aws import el
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import application, gates, listener_actions
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen import autoscaling as scaling
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.clock import Clock
-from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS, live_color
+from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.colors import COLORS
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.guard import StateChanged
 from ansible_collections.inferops.triton_ecs.plugins.module_utils._bluegreen.plan import Plan
 
@@ -289,8 +289,8 @@ class CutoverState:
         configured = self.p["desired_count"] or 0
         if not self.p.get("autoscaling") or not self.weights:
             return configured
-        live = self.colors[live_color(self.weights)]
-        done = live.task_definition == self.td_arn and self.weights[live_color(self.weights)] == 100
+        live = self.colors[self.app.live]
+        done = live.task_definition == self.td_arn and self.weights[self.app.live] == 100
         if self.paced and not done:  # once done, the live colour's count is autoscaling's again
             recorded = self.record.get("count", "")
             if recorded.isdigit() and self.record.get("task_definition") == self.td_arn.rsplit("/", 1)[-1]:
